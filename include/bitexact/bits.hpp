@@ -1,0 +1,28 @@
+// Integer helpers for significands: counting, and shifting with a sticky bit.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+namespace bitexact {
+
+using uint128 = unsigned __int128;
+
+constexpr int msb_index(std::uint64_t x) { return 63 - std::countl_zero(x); }
+constexpr int msb_index(uint128 x) {
+  const auto high = static_cast<std::uint64_t>(x >> 64);
+  return high ? 64 + msb_index(high) : msb_index(static_cast<std::uint64_t>(x));
+}
+
+// Shift right and OR every bit shifted out into bit 0 ("jam"), so that later
+// rounding still sees that the value was not exact.
+template <class Unsigned>
+constexpr Unsigned shift_right_jam(Unsigned x, int count) {
+  constexpr int width = sizeof(Unsigned) * 8;
+  if (count <= 0) return x;
+  if (count >= width) return x != 0;
+  const Unsigned lost = x & ((Unsigned{1} << count) - 1);
+  return (x >> count) | (lost != 0);
+}
+
+}  // namespace bitexact

@@ -1,0 +1,138 @@
+// The events an operation reports while it computes. An observer receives
+// them; with no observer, every report compiles away.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "bits.hpp"
+#include "environment.hpp"
+#include "format.hpp"
+#include "unpack.hpp"
+
+namespace bitexact {
+
+enum class operation : std::uint8_t { add, sub, mul, fma, div, sqrt, convert, from_integer, to_integer };
+
+constexpr std::string_view name_of(operation op) {
+  constexpr std::string_view names[] = {"add", "sub", "mul", "fma", "div", "sqrt", "convert", "from_integer", "to_integer"};
+  return names[static_cast<int>(op)];
+}
+
+struct operation_event {
+  operation op;
+  format result_format;
+  environment env;
+};
+
+struct operand_event {
+  int index;  // 0-based position in the operation's argument list
+  format fmt;
+  std::uint32_t bits;
+  unpacked decoded;
+};
+
+// Bringing two terms to one scale before an exact sum.
+struct alignment_event {
+  int exponent_difference;      // of the leading bits: larger minus smaller
+  int align_shift;              // right shift applied to the smaller term (0 when it fitted exactly)
+  uint128 shifted_out;          // bits that fell off the right, before being jammed
+  bool sticky;                  // shifted_out != 0, folded into the sum's last bit
+  bool smaller_is_first;        // which operand was the smaller term
+};
+
+// The exact result before rounding: (-1)^sign * significand * 2^exponent,
+// plus "a little more" when inexact_below is set (a jammed sticky bit).
+struct exact_event {
+  bool sign;
+  uint128 significand;
+  int exponent;
+  bool inexact_below;
+  bool effective_subtraction;
+};
+
+// How far the leading bit of the exact result moved against the largest
+// operand's: +1 is a carry-out (right shift, exponent increment), negative is
+// cancellation (left shift by that count).
+struct normalization_event {
+  int leading_bit_shift;
+};
+
+enum class rounding_reason : std::uint8_t {
+  exact,              // nothing was discarded
+  below_half,         // nearest: guard bit 0
+  above_half,         // nearest: guard bit 1 and something after it
+  tie_to_even,        // exactly half, last kept bit odd: round up to make it even
+  tie_stays_even,     // exactly half, last kept bit even: keep
+  tie_away,           // nearest_away: exactly half goes away from zero
+  toward_zero,        // truncate
+  directed_up,        // toward +inf on a positive value, or -inf on a negative one
+  directed_truncate,  // directed rounding away from the discarded bits' direction
+  odd_bit_set,        // round-to-odd: inexact, last bit forced to 1
+  odd_already,        // round-to-odd: inexact, last bit already 1
+  stochastic_up,      // discarded fraction above the random threshold
+  stochastic_down,
+};
+
+struct rounding_event {
+  format target;
+  rounding_mode mode;
+  bool sign;
+  int lsb_exponent;         // exponent of the last kept bit
+  std::uint64_t kept;       // significand kept before the increment (hidden bit included)
+  bool guard;               // first discarded bit (the paper's "rounding bit")
+  bool round;               // second discarded bit
+  bool sticky;              // OR of every bit after those
+  bool increment;           // whether the magnitude was rounded up by one ulp
+  rounding_reason reason;
+  bool carry_out;           // the increment carried into a new binade
+  bool subnormal;           // the result's exponent is below the format's normals
+  bool tiny;                // by the environment's tininess rule
+};
+
+enum class special_reason : std::uint8_t {
+  nan_operand,          // a NaN input propagates
+  invalid_operation,    // inf - inf, 0 * inf, 0 / 0, inf / inf, sqrt of a negative
+  infinity_operand,     // an infinite input decides the result exactly
+  division_by_zero,     // finite / 0
+  zero_result,          // exact zero (operands cancel, or a zero operand)
+  overflow,             // rounded result beyond the largest finite value
+  flushed_to_zero,      // tiny result flushed (flush-to-zero)
+  out_of_range_integer, // to_integer: NaN or beyond the integer type
+};
+
+struct special_event {
+  special_reason reason;
+};
+
+struct result_event {
+  format fmt;
+  std::uint32_t bits;
+  flags raised;
+};
+
+struct no_observer {};
+
+// An observer is anything with these members; a type that has none of them
+// (no_observer) makes every report vanish at compile time.
+template <class O>
+concept observer = requires(O& o) {
+  o.on(operation_event{});
+  o.on(operand_event{});
+  o.on(alignment_event{});
+  o.on(exact_event{});
+  o.on(normalization_event{});
+  o.on(rounding_event{});
+  o.on(special_event{});
+  o.on(result_event{});
+};
+
+template <class O, class Event>
+constexpr void report(O& obs, const Event& event) {
+  if constexpr (observer<O>) obs.on(event);
+}
+
+template <class O>
+inline constexpr bool is_observing = observer<O>;
+
+}  // namespace bitexact

@@ -1,0 +1,534 @@
+// The exact operations: each computes its exact result and rounds it once,
+// in round_pack. Operand formats may differ; the result format is the
+// operands' own unless named first, as in add<fp32>(accumulator, bf16_value).
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "bits.hpp"
+#include "environment.hpp"
+#include "format.hpp"
+#include "observer.hpp"
+#include "round.hpp"
+#include "specialize.hpp"
+#include "unpack.hpp"
+
+namespace bitexact {
+
+template <format F>
+struct rounded {
+  value<F> result;
+  flags raised;
+  constexpr operator value<F>() const { return result; }  // NOLINT: a rounded value is used as a value
+  friend constexpr bool operator==(const rounded&, const rounded&) = default;
+};
+
+// Names "the format of the operands" where a result format may be given.
+inline constexpr format same_format{};
+
+namespace detail {
+
+template <format R, format A, format... Rest>
+constexpr format pick_result_format() {
+  static_assert(R != same_format || ((A == Rest) && ...),
+                "operands have different formats: name the result format, e.g. add<fp32>(accumulator, x)");
+  return R == same_format ? A : R;
+}
+
+template <format R, class O>
+constexpr rounded<R> finish(value<R> result, flags raised, O& obs) {
+  report(obs, result_event{R, result.bits, raised});
+  return {result, raised};
+}
+
+template <format F, class O>
+constexpr unpacked read_operand(int index, value<F> x, const environment& env, O& obs) {
+  const unpacked u = unpack(x, env);
+  report(obs, operand_event{index, F, x.bits, u});
+  return u;
+}
+
+// The exact sum of two nonzero signed terms x*2^ex and y*2^ey, in Wide bits:
+// the term with the higher leading bit is shifted so that leading bit sits at
+// bit width-3; the other joins it exactly, or, if it reaches below bit 0,
+// with its lost bits jammed into bit 0 (it is then so far below that no
+// cancellation can bring the jam near the rounding position).
+template <class Wide>
+struct exact_sum {
+  bool sign;
+  Wide significand;  // zero when the terms cancel exactly
+  int exponent;
+  alignment_event alignment;
+  int leading_bit_shift;
+};
+
+template <class Wide>
+constexpr exact_sum<Wide> sum_exactly(bool x_sign, Wide x, int x_exponent, bool y_sign, Wide y, int y_exponent) {
+  constexpr int width = sizeof(Wide) * 8;
+  constexpr int top = width - 3;
+  const int x_lead = x_exponent + msb_index(x);
+  const int y_lead = y_exponent + msb_index(y);
+  const bool swapped = x_lead < y_lead;
+  if (swapped) {
+    std::swap(x_sign, y_sign);
+    std::swap(x, y);
+    std::swap(x_exponent, y_exponent);
+  }
+  const int x_shift = top - msb_index(x);
+  const Wide big = x << x_shift;
+  const int exponent = x_exponent - x_shift;
+  const int y_shift = y_exponent - exponent;
+  Wide small;
+  Wide shifted_out = 0;
+  if (y_shift >= 0) {
+    small = y << y_shift;
+  } else {
+    const int count = -y_shift;
+    shifted_out = count >= width ? y : (y & ((Wide{1} << count) - 1));
+    small = shift_right_jam(y, count);
+  }
+  exact_sum<Wide> s{};
+  s.exponent = exponent;
+  if (x_sign == y_sign) {
+    s.sign = x_sign;
+    s.significand = big + small;
+  } else if (big >= small) {
+    s.sign = x_sign;
+    s.significand = big - small;
+  } else {
+    s.sign = y_sign;
+    s.significand = small - big;
+  }
+  s.alignment = alignment_event{(swapped ? y_lead - x_lead : x_lead - y_lead), y_shift < 0 ? -y_shift : 0,
+                                static_cast<uint128>(shifted_out), shifted_out != 0, !swapped};
+  s.leading_bit_shift = s.significand ? msb_index(s.significand) - top : 0;
+  return s;
+}
+
+// Hand an exact result of any width to round_pack, keeping 64 bits (far more
+// than any format's precision) and jamming the rest.
+template <format R, class Wide, class O>
+constexpr value<R> round_wide(bool sign, int exponent, Wide significand, bool inexact_below, const environment& env,
+                              flags& raised, O& obs) {
+  if constexpr (sizeof(Wide) > 8) {
+    const int excess = msb_index(significand) - 63;
+    if (excess > 0) {
+      significand = shift_right_jam(significand, excess);
+      exponent += excess;
+    }
+  }
+  return round_pack<R>(sign, exponent, static_cast<std::uint64_t>(significand), inexact_below, env, raised, obs);
+}
+
+// Round an exact finite nonzero operand into R (x + 0, x * 1 and conversions).
+template <format R, class O>
+constexpr value<R> round_unpacked(const unpacked& u, const environment& env, flags& raised, O& obs) {
+  report(obs, exact_event{u.sign, u.significand, u.exponent, false, false});
+  return round_pack<R>(u.sign, u.exponent, u.significand, false, env, raised, obs);
+}
+
+// An exactly zero sum: +0, except -0 when both addends are -0, or when they
+// cancel under downward rounding.
+constexpr bool zero_sum_sign(bool a_sign, bool b_sign, const environment& env) {
+  return a_sign == b_sign ? a_sign : env.rounding == rounding_mode::downward;
+}
+
+template <format R, format A, format B, class O>
+constexpr rounded<R> add_or_sub(operation op, value<A> a, value<B> b, const environment& env, O& obs) {
+  flags raised;
+  report(obs, operation_event{op, R, env});
+  const unpacked ua = read_operand(0, a, env, obs);
+  unpacked ub = read_operand(1, b, env, obs);
+  if (op == operation::sub) ub.sign = !ub.sign;
+
+  if (is_nan(ua.kind) || is_nan(ub.kind)) {
+    report(obs, special_event{special_reason::nan_operand});
+    return finish(propagate_nan<R>(env, raised, a, b), raised, obs);
+  }
+  if (ua.kind == value_class::infinity || ub.kind == value_class::infinity) {
+    if (ua.kind == ub.kind && ua.sign != ub.sign) {
+      report(obs, special_event{special_reason::invalid_operation});
+      return finish(invalid_result<R>(env, raised), raised, obs);
+    }
+    report(obs, special_event{special_reason::infinity_operand});
+    const bool sign = ua.kind == value_class::infinity ? ua.sign : ub.sign;
+    if constexpr (R.has_infinity()) return finish(value<R>::infinity(sign), raised, obs);
+    else return finish(invalid_result<R>(env, raised), raised, obs);
+  }
+  if (ua.kind == value_class::zero && ub.kind == value_class::zero) {
+    report(obs, special_event{special_reason::zero_result});
+    return finish(value<R>::zero(zero_sum_sign(ua.sign, ub.sign, env)), raised, obs);
+  }
+  if (ua.kind == value_class::zero) return finish(round_unpacked<R>(ub, env, raised, obs), raised, obs);
+  if (ub.kind == value_class::zero) return finish(round_unpacked<R>(ua, env, raised, obs), raised, obs);
+
+  const auto sum = sum_exactly<std::uint64_t>(ua.sign, ua.significand, ua.exponent, ub.sign, ub.significand,
+                                              ub.exponent);
+  if constexpr (is_observing<O>) {
+    obs.on(sum.alignment);
+    obs.on(exact_event{sum.sign, sum.significand, sum.exponent, false, ua.sign != ub.sign});
+    if (sum.significand) obs.on(normalization_event{sum.leading_bit_shift});
+  }
+  if (sum.significand == 0) {
+    report(obs, special_event{special_reason::zero_result});
+    return finish(value<R>::zero(zero_sum_sign(ua.sign, ub.sign, env)), raised, obs);
+  }
+  return finish(round_pack<R>(sum.sign, sum.exponent, sum.significand, false, env, raised, obs), raised, obs);
+}
+
+// x * y exactly, for finite nonzero x and y.
+struct exact_product {
+  bool sign;
+  std::uint64_t significand;
+  int exponent;
+};
+constexpr exact_product multiply_exactly(const unpacked& x, const unpacked& y) {
+  return {x.sign != y.sign, std::uint64_t{x.significand} * y.significand, x.exponent + y.exponent};
+}
+
+constexpr std::uint64_t integer_sqrt(std::uint64_t n) {
+  std::uint64_t root = 0;
+  for (std::uint64_t bit = std::uint64_t{1} << 62; bit != 0; bit >>= 2) {
+    if (n >= root + bit) {
+      n -= root + bit;
+      root = (root >> 1) + bit;
+    } else {
+      root >>= 1;
+    }
+  }
+  return root;
+}
+
+}  // namespace detail
+
+template <format R = same_format, format A, format B, class O = no_observer>
+constexpr auto add(value<A> a, value<B> b, const environment& env = {}, O&& obs = {}) {
+  return detail::add_or_sub<detail::pick_result_format<R, A, B>()>(operation::add, a, b, env, obs);
+}
+
+template <format R = same_format, format A, format B, class O = no_observer>
+constexpr auto sub(value<A> a, value<B> b, const environment& env = {}, O&& obs = {}) {
+  return detail::add_or_sub<detail::pick_result_format<R, A, B>()>(operation::sub, a, b, env, obs);
+}
+
+template <format R = same_format, format A, format B, class O = no_observer>
+constexpr auto mul(value<A> a, value<B> b, const environment& env = {}, O&& obs = {}) {
+  constexpr format Rf = detail::pick_result_format<R, A, B>();
+  flags raised;
+  report(obs, operation_event{operation::mul, Rf, env});
+  const unpacked ua = detail::read_operand(0, a, env, obs);
+  const unpacked ub = detail::read_operand(1, b, env, obs);
+  const bool sign = ua.sign != ub.sign;
+  if (is_nan(ua.kind) || is_nan(ub.kind)) {
+    report(obs, special_event{special_reason::nan_operand});
+    return detail::finish(propagate_nan<Rf>(env, raised, a, b), raised, obs);
+  }
+  if (ua.kind == value_class::infinity || ub.kind == value_class::infinity) {
+    if (ua.kind == value_class::zero || ub.kind == value_class::zero) {
+      report(obs, special_event{special_reason::invalid_operation});
+      return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
+    }
+    report(obs, special_event{special_reason::infinity_operand});
+    if constexpr (Rf.has_infinity()) return detail::finish(value<Rf>::infinity(sign), raised, obs);
+    else return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
+  }
+  if (ua.kind == value_class::zero || ub.kind == value_class::zero) {
+    report(obs, special_event{special_reason::zero_result});
+    return detail::finish(value<Rf>::zero(sign), raised, obs);
+  }
+  const auto product = detail::multiply_exactly(ua, ub);
+  report(obs, exact_event{product.sign, product.significand, product.exponent, false, false});
+  return detail::finish(
+      round_pack<Rf>(product.sign, product.exponent, product.significand, false, env, raised, obs), raised, obs);
+}
+
+// a * b + c with a single rounding.
+template <format R = same_format, format A, format B, format C, class O = no_observer>
+constexpr auto fma(value<A> a, value<B> b, value<C> c, const environment& env = {}, O&& obs = {}) {
+  constexpr format Rf = detail::pick_result_format<R, A, B, C>();
+  flags raised;
+  report(obs, operation_event{operation::fma, Rf, env});
+  const unpacked ua = detail::read_operand(0, a, env, obs);
+  const unpacked ub = detail::read_operand(1, b, env, obs);
+  const unpacked uc = detail::read_operand(2, c, env, obs);
+  const bool product_sign = ua.sign != ub.sign;
+  const bool product_invalid = (ua.kind == value_class::infinity && ub.kind == value_class::zero) ||
+                               (ua.kind == value_class::zero && ub.kind == value_class::infinity);
+  if (is_nan(ua.kind) || is_nan(ub.kind) || is_nan(uc.kind)) {
+    // x86 raises invalid for 0 * inf even when the addend is a quiet NaN.
+    if (product_invalid) raised.bits |= flags::invalid;
+    report(obs, special_event{special_reason::nan_operand});
+    return detail::finish(propagate_nan<Rf>(env, raised, a, b, c), raised, obs);
+  }
+  const bool product_infinite = ua.kind == value_class::infinity || ub.kind == value_class::infinity;
+  if (product_invalid || (product_infinite && uc.kind == value_class::infinity && uc.sign != product_sign)) {
+    report(obs, special_event{special_reason::invalid_operation});
+    return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
+  }
+  if (product_infinite || uc.kind == value_class::infinity) {
+    report(obs, special_event{special_reason::infinity_operand});
+    const bool sign = product_infinite ? product_sign : uc.sign;
+    if constexpr (Rf.has_infinity()) return detail::finish(value<Rf>::infinity(sign), raised, obs);
+    else return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
+  }
+  const bool product_zero = ua.kind == value_class::zero || ub.kind == value_class::zero;
+  if (product_zero && uc.kind == value_class::zero) {
+    report(obs, special_event{special_reason::zero_result});
+    return detail::finish(value<Rf>::zero(detail::zero_sum_sign(product_sign, uc.sign, env)), raised, obs);
+  }
+  if (product_zero) return detail::finish(detail::round_unpacked<Rf>(uc, env, raised, obs), raised, obs);
+  const auto product = detail::multiply_exactly(ua, ub);
+  if (uc.kind == value_class::zero) {
+    report(obs, exact_event{product.sign, product.significand, product.exponent, false, false});
+    return detail::finish(
+        round_pack<Rf>(product.sign, product.exponent, product.significand, false, env, raised, obs), raised, obs);
+  }
+  const auto sum = detail::sum_exactly<uint128>(product.sign, product.significand, product.exponent, uc.sign,
+                                                uc.significand, uc.exponent);
+  if constexpr (is_observing<O>) {
+    obs.on(sum.alignment);
+    obs.on(exact_event{sum.sign, sum.significand, sum.exponent, false, product.sign != uc.sign});
+    if (sum.significand) obs.on(normalization_event{sum.leading_bit_shift});
+  }
+  if (sum.significand == 0) {
+    report(obs, special_event{special_reason::zero_result});
+    return detail::finish(value<Rf>::zero(detail::zero_sum_sign(product_sign, uc.sign, env)), raised, obs);
+  }
+  return detail::finish(detail::round_wide<Rf>(sum.sign, sum.exponent, sum.significand, false, env, raised, obs),
+                        raised, obs);
+}
+
+template <format R = same_format, format A, format B, class O = no_observer>
+constexpr auto div(value<A> a, value<B> b, const environment& env = {}, O&& obs = {}) {
+  constexpr format Rf = detail::pick_result_format<R, A, B>();
+  flags raised;
+  report(obs, operation_event{operation::div, Rf, env});
+  const unpacked ua = detail::read_operand(0, a, env, obs);
+  const unpacked ub = detail::read_operand(1, b, env, obs);
+  const bool sign = ua.sign != ub.sign;
+  if (is_nan(ua.kind) || is_nan(ub.kind)) {
+    report(obs, special_event{special_reason::nan_operand});
+    return detail::finish(propagate_nan<Rf>(env, raised, a, b), raised, obs);
+  }
+  const bool a_inf = ua.kind == value_class::infinity, b_inf = ub.kind == value_class::infinity;
+  const bool a_zero = ua.kind == value_class::zero, b_zero = ub.kind == value_class::zero;
+  if ((a_inf && b_inf) || (a_zero && b_zero)) {
+    report(obs, special_event{special_reason::invalid_operation});
+    return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
+  }
+  if (a_inf || b_zero) {
+    if (b_zero) raised.bits |= flags::divide_by_zero;
+    report(obs, special_event{b_zero ? special_reason::division_by_zero : special_reason::infinity_operand});
+    if constexpr (Rf.has_infinity()) return detail::finish(value<Rf>::infinity(sign), raised, obs);
+    else return detail::finish(value<Rf>::default_nan(sign), raised, obs);
+  }
+  if (a_zero || b_inf) {
+    report(obs, special_event{special_reason::zero_result});
+    return detail::finish(value<Rf>::zero(sign), raised, obs);
+  }
+  // Enough quotient bits (at least 40) that the remainder only decides the sticky bit.
+  const int dividend_shift = 63 - msb_index(std::uint64_t{ua.significand});
+  const std::uint64_t dividend = std::uint64_t{ua.significand} << dividend_shift;
+  const std::uint64_t quotient = dividend / ub.significand;
+  const bool remainder = dividend % ub.significand != 0;
+  const int exponent = ua.exponent - dividend_shift - ub.exponent;
+  report(obs, exact_event{sign, quotient, exponent, remainder, false});
+  return detail::finish(round_pack<Rf>(sign, exponent, quotient, remainder, env, raised, obs), raised, obs);
+}
+
+template <format R = same_format, format A, class O = no_observer>
+constexpr auto sqrt(value<A> a, const environment& env = {}, O&& obs = {}) {
+  constexpr format Rf = detail::pick_result_format<R, A>();
+  flags raised;
+  report(obs, operation_event{operation::sqrt, Rf, env});
+  const unpacked ua = detail::read_operand(0, a, env, obs);
+  if (is_nan(ua.kind)) {
+    report(obs, special_event{special_reason::nan_operand});
+    return detail::finish(propagate_nan<Rf>(env, raised, a), raised, obs);
+  }
+  if (ua.kind == value_class::zero) {
+    report(obs, special_event{special_reason::zero_result});
+    return detail::finish(value<Rf>::zero(ua.sign), raised, obs);
+  }
+  if (ua.sign) {
+    report(obs, special_event{special_reason::invalid_operation});
+    return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
+  }
+  if (ua.kind == value_class::infinity) {
+    report(obs, special_event{special_reason::infinity_operand});
+    if constexpr (Rf.has_infinity()) return detail::finish(value<Rf>::infinity(false), raised, obs);
+    else return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
+  }
+  // Make the exponent even and the radicand about 62 bits, so the integer
+  // root has at least 31 bits and the remainder only decides the sticky bit.
+  std::uint64_t radicand = ua.significand;
+  int exponent = ua.exponent;
+  if (exponent & 1) {
+    radicand <<= 1;
+    --exponent;
+  }
+  const int pair_shift = (62 - msb_index(radicand)) & ~1;
+  radicand <<= pair_shift;
+  exponent -= pair_shift;
+  const std::uint64_t root = detail::integer_sqrt(radicand);
+  const bool remainder = root * root != radicand;
+  report(obs, exact_event{false, root, exponent / 2, remainder, false});
+  return detail::finish(round_pack<Rf>(false, exponent / 2, root, remainder, env, raised, obs), raised, obs);
+}
+
+// Conversion between any two formats: exact when R holds A's values, else one rounding.
+template <format R, format A, class O = no_observer>
+constexpr rounded<R> convert(value<A> a, const environment& env = {}, O&& obs = {}) {
+  flags raised;
+  report(obs, operation_event{operation::convert, R, env});
+  const unpacked ua = detail::read_operand(0, a, env, obs);
+  if (is_nan(ua.kind)) {
+    report(obs, special_event{special_reason::nan_operand});
+    return detail::finish(propagate_nan<R>(env, raised, a), raised, obs);
+  }
+  if (ua.kind == value_class::infinity) {
+    report(obs, special_event{special_reason::infinity_operand});
+    // E4M3FN has no infinity: OCP's non-saturating conversion gives NaN.
+    if constexpr (R.has_infinity()) return detail::finish(value<R>::infinity(ua.sign), raised, obs);
+    else return detail::finish(invalid_result<R>(env, raised), raised, obs);
+  }
+  if (ua.kind == value_class::zero) {
+    report(obs, special_event{special_reason::zero_result});
+    return detail::finish(value<R>::zero(ua.sign), raised, obs);
+  }
+  return detail::finish(detail::round_unpacked<R>(ua, env, raised, obs), raised, obs);
+}
+
+template <format R, class O = no_observer>
+constexpr rounded<R> from_integer(std::int64_t x, const environment& env = {}, O&& obs = {}) {
+  flags raised;
+  report(obs, operation_event{operation::from_integer, R, env});
+  if (x == 0) return detail::finish(value<R>::zero(false), raised, obs);
+  const bool sign = x < 0;
+  const std::uint64_t magnitude = sign ? ~static_cast<std::uint64_t>(x) + 1 : static_cast<std::uint64_t>(x);
+  report(obs, exact_event{sign, magnitude, 0, false, false});
+  return detail::finish(round_pack<R>(sign, 0, magnitude, false, env, raised, obs), raised, obs);
+}
+
+// The integer that a rounds to under env's mode; NaN and out-of-range values
+// raise invalid and give the x86 "integer indefinite" (the minimum int64).
+template <format A>
+constexpr std::pair<std::int64_t, flags> to_integer(value<A> a, const environment& env = {}) {
+  flags raised;
+  const unpacked ua = unpack(a, env);
+  constexpr std::int64_t indefinite = std::numeric_limits<std::int64_t>::min();
+  if (is_nan(ua.kind) || ua.kind == value_class::infinity) return {indefinite, flags{flags::invalid}};
+  if (ua.kind == value_class::zero) return {0, raised};
+  std::uint64_t magnitude;
+  if (ua.exponent >= 0) {
+    if (ua.exponent + msb_index(std::uint64_t{ua.significand}) > 62) {
+      const bool exactly_min = ua.sign && ua.exponent + msb_index(std::uint64_t{ua.significand}) == 63 &&
+                               (ua.significand & (ua.significand - 1)) == 0;
+      return {indefinite, exactly_min ? raised : flags{flags::invalid}};
+    }
+    magnitude = std::uint64_t{ua.significand} << ua.exponent;
+  } else {
+    const auto [kept, dropped] = split_at(ua.significand, -ua.exponent, false);
+    const auto decision = decide_rounding(env.rounding, ua.sign, kept & 1, dropped, env.random_bits);
+    magnitude = kept + decision.increment;
+    if (dropped.any()) raised.bits |= flags::inexact;
+  }
+  return {ua.sign ? -static_cast<std::int64_t>(magnitude) : static_cast<std::int64_t>(magnitude), raised};
+}
+
+// Host doubles (and so floats) in and out. Doubles are decoded by bits, so
+// this is exact and needs no host floating-point arithmetic.
+template <format R>
+constexpr rounded<R> from_double(double x, const environment& env = {}) {
+  const auto bits = std::bit_cast<std::uint64_t>(x);
+  const bool sign = bits >> 63;
+  const int biased = static_cast<int>((bits >> 52) & 0x7FF);
+  const std::uint64_t fraction = bits & ((std::uint64_t{1} << 52) - 1);
+  flags raised;
+  no_observer none;
+  if (biased == 0x7FF) {
+    if (fraction == 0) {
+      if constexpr (R.has_infinity()) return {value<R>::infinity(sign), raised};
+      else return {invalid_result<R>(env, raised), raised};
+    }
+    if (!(fraction >> 51)) raised.bits |= flags::invalid;  // signaling NaN
+    if (env.nans == nan_policy::canonical) return {value<R>::canonical_nan(), raised};
+    if constexpr (!R.has_infinity()) return {value<R>::default_nan(sign), raised};
+    else {
+      const auto payload = static_cast<std::uint32_t>(fraction >> (52 - R.fraction_bits));
+      return {value<R>::from_bits(value<R>::default_nan(sign).bits | payload), raised};
+    }
+  }
+  if (biased == 0 && (fraction == 0 || env.denormals_are_zero)) return {value<R>::zero(sign), raised};
+  const std::uint64_t significand = biased ? fraction | (std::uint64_t{1} << 52) : fraction;
+  const int exponent = (biased ? biased : 1) - 1023 - 52;
+  const value<R> result = round_pack<R>(sign, exponent, significand, false, env, raised, none);
+  return {result, raised};
+}
+
+template <format A>
+constexpr double to_double(value<A> a) {
+  const unpacked u = unpack(a);
+  const std::uint64_t sign = std::uint64_t{u.sign} << 63;
+  switch (u.kind) {
+    case value_class::zero: return std::bit_cast<double>(sign);
+    case value_class::infinity: return std::bit_cast<double>(sign | 0x7FF0000000000000u);
+    case value_class::quiet_nan:
+    case value_class::signaling_nan: {
+      const std::uint64_t payload = std::uint64_t{a.fraction()} << (52 - A.fraction_bits);
+      return std::bit_cast<double>(sign | 0x7FF0000000000000u | payload |
+                                   (A.has_infinity() ? 0 : std::uint64_t{1} << 51));
+    }
+    default: break;
+  }
+  // Every format here has fewer exponent bits than double: the value is normal there.
+  const int lead = msb_index(std::uint64_t{u.significand});
+  const std::uint64_t fraction = (std::uint64_t{u.significand} << (52 - lead)) & ((std::uint64_t{1} << 52) - 1);
+  const auto biased = static_cast<std::uint64_t>(u.exponent + lead + 1023);
+  return std::bit_cast<double>(sign | (biased << 52) | fraction);
+}
+
+// Comparison of values of any formats. Unordered when either is NaN.
+template <format A, format B>
+constexpr std::partial_ordering compare(value<A> a, value<B> b, const environment& env = {}) {
+  const unpacked ua = unpack(a, env), ub = unpack(b, env);
+  if (is_nan(ua.kind) || is_nan(ub.kind)) return std::partial_ordering::unordered;
+  const auto magnitude_rank = [](const unpacked& u) -> std::pair<int, std::uint64_t> {
+    if (u.kind == value_class::zero) return {std::numeric_limits<int>::min(), 0};
+    if (u.kind == value_class::infinity) return {std::numeric_limits<int>::max(), 0};
+    const int lead = msb_index(std::uint64_t{u.significand});
+    return {u.exponent + lead, std::uint64_t{u.significand} << (40 - lead)};
+  };
+  const auto ra = magnitude_rank(ua), rb = magnitude_rank(ub);
+  if (ua.kind == value_class::zero && ub.kind == value_class::zero) return std::partial_ordering::equivalent;
+  if (ua.sign != ub.sign) return ua.sign ? std::partial_ordering::less : std::partial_ordering::greater;
+  const auto by_magnitude = ra <=> rb;
+  return ua.sign ? (0 <=> by_magnitude) : std::partial_ordering(by_magnitude);
+}
+
+// IEEE comparison predicates. The quiet ones raise invalid only for a
+// signaling NaN operand, the signaling ones for any NaN.
+template <format A, format B>
+constexpr bool equal(value<A> a, value<B> b, flags& raised, const environment& env = {}, bool signaling = false) {
+  if ((signaling && (a.is_nan() || b.is_nan())) || a.is_signaling_nan() || b.is_signaling_nan())
+    raised.bits |= flags::invalid;
+  return compare(a, b, env) == std::partial_ordering::equivalent;
+}
+template <format A, format B>
+constexpr bool less(value<A> a, value<B> b, flags& raised, const environment& env = {}, bool signaling = true) {
+  if ((signaling && (a.is_nan() || b.is_nan())) || a.is_signaling_nan() || b.is_signaling_nan())
+    raised.bits |= flags::invalid;
+  return compare(a, b, env) == std::partial_ordering::less;
+}
+template <format A, format B>
+constexpr bool less_equal(value<A> a, value<B> b, flags& raised, const environment& env = {}, bool signaling = true) {
+  if ((signaling && (a.is_nan() || b.is_nan())) || a.is_signaling_nan() || b.is_signaling_nan())
+    raised.bits |= flags::invalid;
+  const auto order = compare(a, b, env);
+  return order == std::partial_ordering::less || order == std::partial_ordering::equivalent;
+}
+
+}  // namespace bitexact

@@ -1,0 +1,57 @@
+// The GPU's scalar floating-point instructions as PTX names them: IEEE
+// operations with CUDA's conventions on top (one canonical NaN; .ftz flushes
+// subnormal inputs and results). Evidence: cuda/probe_alu.cu, docs/hardware.md.
+#pragma once
+
+#include "environment.hpp"
+#include "format.hpp"
+#include "operations.hpp"
+
+namespace bitexact::ptx {
+
+// The environment one PTX rounding modifier (.rn .rz .rm .rp) and .ftz select.
+constexpr environment gpu_environment(rounding_mode rounding = rounding_mode::nearest_even, bool ftz = false) {
+  environment env;
+  env.rounding = rounding;
+  env.flush_to_zero = ftz;
+  env.denormals_are_zero = ftz;
+  env.nans = nan_policy::canonical;
+  // A result that rounds up to the smallest normal is not flushed (probe: alu).
+  env.tiny = tininess::after_rounding;
+  return env;
+}
+
+// add.{rn,rz,rm,rp}{.ftz}.f32 (FADD), mul (FMUL), fma (FFMA).
+constexpr float32 add_f32(float32 a, float32 b, rounding_mode r = rounding_mode::nearest_even, bool ftz = false) {
+  return add(a, b, gpu_environment(r, ftz)).result;
+}
+constexpr float32 sub_f32(float32 a, float32 b, rounding_mode r = rounding_mode::nearest_even, bool ftz = false) {
+  return sub(a, b, gpu_environment(r, ftz)).result;
+}
+constexpr float32 mul_f32(float32 a, float32 b, rounding_mode r = rounding_mode::nearest_even, bool ftz = false) {
+  return mul(a, b, gpu_environment(r, ftz)).result;
+}
+constexpr float32 fma_f32(float32 a, float32 b, float32 c, rounding_mode r = rounding_mode::nearest_even,
+                          bool ftz = false) {
+  return fma(a, b, c, gpu_environment(r, ftz)).result;
+}
+
+// add.rn.bf16, mul.rn.bf16, fma.rn.bf16 as sm_90 executes them: one
+// correct rounding of the exact result, subnormals kept, NaN -> 0x7FFF.
+constexpr bfloat16 add_rn_bf16(bfloat16 a, bfloat16 b) { return add(a, b, gpu_environment()).result; }
+constexpr bfloat16 mul_rn_bf16(bfloat16 a, bfloat16 b) { return mul(a, b, gpu_environment()).result; }
+constexpr bfloat16 fma_rn_bf16(bfloat16 a, bfloat16 b, bfloat16 c) { return fma(a, b, c, gpu_environment()).result; }
+
+// cvt.rn.bf16.f32 and cvt.rz.bf16.f32 (F2FP): any NaN becomes 0x7FFF.
+constexpr bfloat16 cvt_rn_bf16_f32(float32 x) { return convert<bf16>(x, gpu_environment()).result; }
+constexpr bfloat16 cvt_rz_bf16_f32(float32 x) {
+  return convert<bf16>(x, gpu_environment(rounding_mode::toward_zero)).result;
+}
+
+// cvt.rn.bf16x2.f32 d, hi, lo (F2FP.BF16.F32.PACK_AB): the first source
+// operand lands in the upper half of the packed register.
+constexpr std::uint32_t cvt_rn_bf16x2_f32(float32 hi, float32 lo) {
+  return (std::uint32_t{cvt_rn_bf16_f32(hi).bits} << 16) | cvt_rn_bf16_f32(lo).bits;
+}
+
+}  // namespace bitexact::ptx

@@ -1,0 +1,2 @@
+bitexact_add_test_program(test_hardware test_hardware_models.cpp)
+add_test(NAME hardware_models COMMAND test_hardware)

@@ -16,7 +16,8 @@ constexpr environment gpu_environment(rounding_mode rounding = rounding_mode::ne
   env.flush_to_zero = ftz;
   env.denormals_are_zero = ftz;
   env.nans = nan_policy::canonical;
-  // A result that rounds up to the smallest normal is not flushed (probe: alu).
+  // .ftz flushes a result that is tiny after rounding to 24 bits with an
+  // unbounded exponent: one that rounds up to 2^-126 is kept (probe: alu).
   env.tiny = tininess::after_rounding;
   return env;
 }

@@ -18,11 +18,21 @@ float32 dot(const fused_sum_unit& unit, const std::array<bfloat16, N>& a, const 
 }
 }  // namespace
 
-TEST_CASE("tensor core truncates terms below the kept window: [1, 3*2^-25].[1, 1] is exactly 1") {
-  // IEEE fp32 addition would give 1 + 2^-23; the unit keeps 25 bits below 2^0.
+TEST_CASE("tensor core rounds toward zero where IEEE rounds to nearest: [1, 3*2^-25].[1, 1] is exactly 1") {
   CHECK(dot(sm90_tensor_core, std::array{bf(1.0f), bf(0x1.8p-24f)}, std::array{bf(1.0f), bf(1.0f)}).bits ==
         0x3F800000u);
   CHECK(add(from_host(1.0f), from_host(0x1.8p-24f)).result.bits == 0x3F800001u);
+}
+
+TEST_CASE("tensor core cuts each term below the 25-bit window before summing: 1 + 8 * 2^-26 is 1") {
+  std::array<bfloat16, 9> a{}, b{};
+  a[0] = bf(1.0f);
+  for (int k = 1; k < 9; ++k) a[k] = bf(0x1p-26f);
+  for (auto& x : b) x = bf(1.0f);
+  CHECK(dot(sm90_tensor_core, a, b).bits == 0x3F800000u);
+  // The same eight terms alone are exact: nothing larger sets the window.
+  a[0] = bf(0.0f);
+  CHECK(dot(sm90_tensor_core, a, b).bits == 0x34000000u);  // 2^-23
 }
 
 TEST_CASE("tensor core rounds the fused sum toward zero") {

@@ -103,7 +103,7 @@ constexpr exact_sum<Wide> sum_exactly(bool x_sign, Wide x, int x_exponent, bool 
     s.significand = small - big;
   }
   s.alignment = alignment_event{(swapped ? y_lead - x_lead : x_lead - y_lead), y_shift < 0 ? -y_shift : 0,
-                                static_cast<uint128>(shifted_out), shifted_out != 0, !swapped};
+                                static_cast<uint128>(shifted_out), shifted_out != 0, swapped};
   s.leading_bit_shift = s.significand ? msb_index(s.significand) - top : 0;
   return s;
 }
@@ -144,26 +144,30 @@ constexpr rounded<R> add_or_sub(operation op, value<A> a, value<B> b, const envi
   unpacked ub = read_operand(1, b, env, obs);
   if (op == operation::sub) ub.sign = !ub.sign;
 
-  if (is_nan(ua.kind) || is_nan(ub.kind)) {
-    report(obs, special_event{special_reason::nan_operand});
-    return finish(propagate_nan<R>(env, raised, a, b), raised, obs);
-  }
-  if (ua.kind == value_class::infinity || ub.kind == value_class::infinity) {
-    if (ua.kind == ub.kind && ua.sign != ub.sign) {
-      report(obs, special_event{special_reason::invalid_operation});
-      return finish(invalid_result<R>(env, raised), raised, obs);
+  // One test keeps the common case (two finite nonzero operands) clear of the
+  // special cases below, each of which returns.
+  if (!is_finite_nonzero(ua.kind) || !is_finite_nonzero(ub.kind)) [[unlikely]] {
+    if (is_nan(ua.kind) || is_nan(ub.kind)) {
+      report(obs, special_event{special_reason::nan_operand});
+      return finish(propagate_nan<R>(env, raised, a, b), raised, obs);
     }
-    report(obs, special_event{special_reason::infinity_operand});
-    const bool sign = ua.kind == value_class::infinity ? ua.sign : ub.sign;
-    if constexpr (R.has_infinity()) return finish(value<R>::infinity(sign), raised, obs);
-    else return finish(invalid_result<R>(env, raised), raised, obs);
+    if (ua.kind == value_class::infinity || ub.kind == value_class::infinity) {
+      if (ua.kind == ub.kind && ua.sign != ub.sign) {
+        report(obs, special_event{special_reason::invalid_operation});
+        return finish(invalid_result<R>(env, raised), raised, obs);
+      }
+      report(obs, special_event{special_reason::infinity_operand});
+      const bool sign = ua.kind == value_class::infinity ? ua.sign : ub.sign;
+      if constexpr (R.has_infinity()) return finish(value<R>::infinity(sign), raised, obs);
+      else return finish(invalid_result<R>(env, raised), raised, obs);
+    }
+    if (ua.kind == value_class::zero && ub.kind == value_class::zero) {
+      report(obs, special_event{special_reason::zero_result});
+      return finish(value<R>::zero(zero_sum_sign(ua.sign, ub.sign, env)), raised, obs);
+    }
+    if (ua.kind == value_class::zero) return finish(round_unpacked<R>(ub, env, raised, obs), raised, obs);
+    return finish(round_unpacked<R>(ua, env, raised, obs), raised, obs);  // ub is zero
   }
-  if (ua.kind == value_class::zero && ub.kind == value_class::zero) {
-    report(obs, special_event{special_reason::zero_result});
-    return finish(value<R>::zero(zero_sum_sign(ua.sign, ub.sign, env)), raised, obs);
-  }
-  if (ua.kind == value_class::zero) return finish(round_unpacked<R>(ub, env, raised, obs), raised, obs);
-  if (ub.kind == value_class::zero) return finish(round_unpacked<R>(ua, env, raised, obs), raised, obs);
 
   const auto sum = sum_exactly<std::uint64_t>(ua.sign, ua.significand, ua.exponent, ub.sign, ub.significand,
                                               ub.exponent);
@@ -222,21 +226,22 @@ constexpr auto mul(value<A> a, value<B> b, const environment& env = {}, O&& obs 
   const unpacked ua = detail::read_operand(0, a, env, obs);
   const unpacked ub = detail::read_operand(1, b, env, obs);
   const bool sign = ua.sign != ub.sign;
-  if (is_nan(ua.kind) || is_nan(ub.kind)) {
-    report(obs, special_event{special_reason::nan_operand});
-    return detail::finish(propagate_nan<Rf>(env, raised, a, b), raised, obs);
-  }
-  if (ua.kind == value_class::infinity || ub.kind == value_class::infinity) {
-    if (ua.kind == value_class::zero || ub.kind == value_class::zero) {
-      report(obs, special_event{special_reason::invalid_operation});
-      return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
+  // One test keeps the common case (two finite nonzero operands) clear of the special cases.
+  if (!is_finite_nonzero(ua.kind) || !is_finite_nonzero(ub.kind)) [[unlikely]] {
+    if (is_nan(ua.kind) || is_nan(ub.kind)) {
+      report(obs, special_event{special_reason::nan_operand});
+      return detail::finish(propagate_nan<Rf>(env, raised, a, b), raised, obs);
     }
-    report(obs, special_event{special_reason::infinity_operand});
-    if constexpr (Rf.has_infinity()) return detail::finish(value<Rf>::infinity(sign), raised, obs);
-    else return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
-  }
-  if (ua.kind == value_class::zero || ub.kind == value_class::zero) {
-    report(obs, special_event{special_reason::zero_result});
+    if (ua.kind == value_class::infinity || ub.kind == value_class::infinity) {
+      if (ua.kind == value_class::zero || ub.kind == value_class::zero) {
+        report(obs, special_event{special_reason::invalid_operation});
+        return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
+      }
+      report(obs, special_event{special_reason::infinity_operand});
+      if constexpr (Rf.has_infinity()) return detail::finish(value<Rf>::infinity(sign), raised, obs);
+      else return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
+    }
+    report(obs, special_event{special_reason::zero_result});  // an operand is zero
     return detail::finish(value<Rf>::zero(sign), raised, obs);
   }
   const auto product = detail::multiply_exactly(ua, ub);

@@ -1,0 +1,547 @@
+// Renderers: a trace (trace.hpp) as plain text, Markdown, LaTeX or JSON.
+//
+//   std::string s = render(record, output_style::latex);
+//
+// Text, Markdown and LaTeX share one layout, built from the record as
+// sections of labelled lines whose bits carry a role (kept, guard, round,
+// sticky, shifted out), so that every style shows the same worked example
+// and LaTeX can colour the roles. JSON is written straight from the record;
+// bit patterns and exact values are strings, so nothing loses precision.
+//
+// LaTeX output is a fragment (a tabular) that needs only \usepackage{xcolor}.
+#pragma once
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "trace.hpp"
+
+namespace bitexact {
+
+enum class output_style { text, markdown, latex, json };
+
+// "text", "md"/"markdown", "latex"/"tex", "json"; nullopt for anything else.
+constexpr std::optional<output_style> output_style_from_name(std::string_view name) {
+  if (name == "text" || name == "txt") return output_style::text;
+  if (name == "md" || name == "markdown") return output_style::markdown;
+  if (name == "latex" || name == "tex") return output_style::latex;
+  if (name == "json") return output_style::json;
+  return std::nullopt;
+}
+
+inline std::string format_name(format f) {
+  const std::string_view known = name_of(f);
+  if (known != "custom") return std::string(known);
+  return fmt::format("e{}m{}{}", f.exponent_bits, f.fraction_bits, f.has_infinity() ? "" : "fn");
+}
+
+// "bf16:0xC097 (-4.71875)": the bits are the identity, the decimal is a reading aid
+// (the shortest decimal that a double holding the value prints as; exact for these formats).
+inline std::string describe_value(format f, std::uint32_t bits) {
+  return fmt::format("{}:0x{:0{}X} ({})", format_name(f), bits, (f.width() + 3) / 4, to_double(f, bits));
+}
+
+inline std::string describe_flags(flags raised) {
+  std::string out;
+  for (const auto flag : all_flags)
+    if (raised.any(flag)) {
+      if (!out.empty()) out += '|';
+      out += flag_name(flag);
+    }
+  return out.empty() ? std::string("none") : out;
+}
+
+
+namespace render_detail {
+
+enum class bit_role { plain, kept, guard, round, sticky, shifted_out };
+
+struct piece {
+  std::string text;
+  bit_role role = bit_role::plain;
+};
+struct line {
+  std::string label;
+  std::vector<piece> pieces;
+};
+struct section {
+  std::string title;
+  std::vector<line> lines;
+};
+
+inline line text_line(std::string label, std::string text) { return {std::move(label), {{std::move(text)}}}; }
+
+inline std::string value_text(format f, std::uint32_t bits) { return describe_value(f, bits); }
+inline std::string flags_text(flags raised) { return describe_flags(raised); }
+
+inline std::string operation_symbol(operation op) {
+  switch (op) {
+    case operation::add: return "+";
+    case operation::sub: return "-";
+    case operation::mul: return "×";
+    case operation::div: return "/";
+    default: return "";
+  }
+}
+
+// One row of bits: significand * 2^exponent written against 2^reference with
+// `integer_digits` places before the point and `fraction_digits` after, each
+// bit tagged by role_of(place).
+template <class RoleOf>
+std::vector<piece> bit_row(bool negative, uint128 significand, int exponent, int reference, int integer_digits,
+                           int fraction_digits, RoleOf role_of) {
+  std::vector<piece> pieces;
+  const auto add = [&](char c, bit_role role) {
+    if (pieces.empty() || pieces.back().role != role) pieces.push_back({"", role});
+    pieces.back().text += c;
+  };
+  // Leading zeros before the units place become spaces, and the sign sits
+  // just before the first digit, as a human writes numbers in a column.
+  bool started = false;
+  for (int place = reference + integer_digits - 1; place >= reference - fraction_digits; --place) {
+    const int position = place - exponent;
+    const bool bit = position >= 0 && position < 128 && ((significand >> position) & 1);
+    if (!started && !bit && place > reference) {
+      add(' ', bit_role::plain);
+      continue;
+    }
+    if (!started) add(negative ? '-' : ' ', bit_role::plain);
+    started = true;
+    add(bit ? '1' : '0', role_of(place));
+    if (place == reference && fraction_digits > 0) add('.', role_of(place));
+  }
+  return pieces;
+}
+
+inline int fraction_digits_of(const std::string& binary) {
+  const auto point = binary.find('.');
+  if (point == std::string::npos) return 0;
+  const auto end = binary.find("...");
+  return static_cast<int>((end == std::string::npos ? binary.size() : end) - point - 1);
+}
+
+inline std::vector<section> layout(const trace& t) {
+  std::vector<section> doc;
+
+  // The heading: what ran, in which environment.
+  {
+    std::string operand_formats;
+    for (const auto& operand : t.operands)
+      operand_formats += (operand_formats.empty() ? "" : ", ") + std::string(name_of(operand.fmt));
+    section s{fmt::format("{} {} -> {}", name_of(t.op), operand_formats, name_of(t.result_format)), {}};
+    s.lines.push_back(text_line("rounding", fmt::format("{} ({})", describe(t.env.rounding), name_of(t.env.rounding))));
+    std::string environment_text = fmt::format("tininess {}", name_of(t.env.tiny));
+    if (t.env.flush_to_zero) environment_text += ", flush-to-zero";
+    if (t.env.denormals_are_zero) environment_text += ", denormals-are-zero";
+    if (t.env.nans == nan_policy::canonical) environment_text += ", canonical NaN";
+    if (t.env.rounding == rounding_mode::stochastic)
+      environment_text += fmt::format(", random bits 0x{:08X}", t.env.random_bits);
+    s.lines.push_back(text_line("environment", environment_text));
+    doc.push_back(std::move(s));
+  }
+
+  // The operands, decoded.
+  {
+    section s{"operands", {}};
+    for (const auto& operand : t.operands) {
+      const char name = static_cast<char>('a' + operand.index);
+      s.lines.push_back(text_line(std::string(1, name), value_text(operand.fmt, operand.bits)));
+      const unpacked& u = operand.decoded;
+      std::string fields = fmt::format("sign {}, exponent {} = {}", u.sign ? 1 : 0,
+                                       binary_digits(static_cast<std::uint32_t>(operand.biased_exponent()),
+                                                     operand.fmt.exponent_bits),
+                                       operand.biased_exponent());
+      if (is_finite_nonzero(u.kind))
+        fields += fmt::format(" ({} - bias {}), significand {} × 2^{}",
+                              operand.biased_exponent() == 0 ? 1 : operand.biased_exponent(), operand.fmt.bias(),
+                              operand.significand_binary(), operand.unbiased_exponent());
+      fields += fmt::format(", {}", name_of(u.kind));
+      if (u.flushed) fields += " (subnormal read as zero: denormals-are-zero)";
+      s.lines.push_back(text_line("", fields));
+    }
+    if (!t.operands.empty()) doc.push_back(std::move(s));
+  }
+
+  // Special cases decide some results without arithmetic.
+  if (!t.special_notes.empty()) {
+    section s{"special case", {}};
+    for (const auto& note : t.special_notes) s.lines.push_back(text_line("", note));
+    doc.push_back(std::move(s));
+  }
+
+  const bool is_sum = (t.op == operation::add || t.op == operation::sub) && t.operands.size() == 2 &&
+                      is_finite_nonzero(t.operands[0].decoded.kind) && is_finite_nonzero(t.operands[1].decoded.kind);
+
+  // The exact result, lined up with the operands, coloured by its fate in rounding.
+  if (t.exact && t.exact->significand != 0) {
+    const int reference = t.exact_reference_exponent;
+    const int fraction_digits = fraction_digits_of(t.exact_binary);
+    int top = std::max(reference, t.exact->exponent + msb_index(t.exact->significand));
+    if (is_sum)
+      for (const auto& operand : t.operands) top = std::max(top, detail::leading_exponent(operand.decoded));
+    const int integer_digits = top - reference + 1;
+    const auto rounding_role = [&](int place) {
+      if (!t.rounding) return bit_role::plain;
+      const int lsb = t.rounding->lsb_exponent;
+      if (place >= lsb) return bit_role::kept;
+      if (place == lsb - 1) return bit_role::guard;
+      if (place == lsb - 2) return bit_role::round;
+      return bit_role::sticky;
+    };
+
+    if (is_sum && t.alignment) {
+      const alignment_event& a = *t.alignment;
+      const int larger = a.smaller_is_first ? 1 : 0;
+      const int smaller = 1 - larger;
+      section s{"alignment", {}};
+      if (a.exponent_difference == 0) {
+        s.lines.push_back(text_line("", "exponents are equal: no shift, no bits shifted out, sticky 0"));
+      } else {
+        const unpacked& big = t.operands[static_cast<std::size_t>(larger)].decoded;
+        const unpacked& small = t.operands[static_cast<std::size_t>(smaller)].decoded;
+        const int past = big.exponent - small.exponent;  // places of the smaller below the larger's last bit
+        std::string past_bits = "none";
+        if (past > 0) {
+          const int count = std::min(past, msb_index(std::uint64_t{small.significand}) + 1);
+          past_bits = binary_digits(small.significand, count);
+          if (past > count) past_bits = std::string(static_cast<std::size_t>(past - count), '0') + past_bits;
+        }
+        s.lines.push_back(text_line(
+            "", fmt::format("exponent difference {}: {}'s significand moves {} place{} right", a.exponent_difference,
+                            static_cast<char>('a' + smaller), a.exponent_difference,
+                            a.exponent_difference == 1 ? "" : "s")));
+        s.lines.push_back(
+            text_line("", fmt::format("bits past {}'s last place: {} (kept exactly in the wide sum; they become "
+                                      "guard, round and sticky bits)",
+                                      static_cast<char>('a' + larger), past_bits)));
+        s.lines.push_back(text_line(
+            "", fmt::format("register alignment shift {}, shifted out {}, sticky {}", a.align_shift,
+                            a.shifted_out ? binary_digits(a.shifted_out, a.align_shift) : std::string("none"),
+                            a.sticky ? 1 : 0)));
+      }
+      doc.push_back(std::move(s));
+    }
+
+    section s{fmt::format("exact {} (× 2^{})",
+                          t.op == operation::mul   ? "product"
+                          : t.op == operation::div ? "quotient"
+                          : t.op == operation::sqrt ? "root"
+                          : is_sum || t.op == operation::fma ? "sum"
+                                                             : "value",
+                          reference),
+              {}};
+    if (is_sum) {
+      const unpacked& big_lsb_source = t.operands[t.alignment && t.alignment->smaller_is_first ? 1 : 0].decoded;
+      for (const auto& operand : t.operands) {
+        const unpacked& u = operand.decoded;
+        const bool negative = u.sign;
+        const auto shifted_role = [&](int place) {
+          return place < big_lsb_source.exponent ? bit_role::shifted_out : bit_role::plain;
+        };
+        auto pieces =
+            bit_row(negative, u.significand, u.exponent, reference, integer_digits, fraction_digits, shifted_role);
+        s.lines.push_back({operand.index == 0 ? "" : operation_symbol(t.op), pieces});
+      }
+    }
+    auto pieces = bit_row(t.exact->sign, t.exact->significand, t.exact->exponent, reference, integer_digits,
+                          fraction_digits, rounding_role);
+    if (t.exact->inexact_below) pieces.push_back({"...", bit_role::sticky});
+    s.lines.push_back({is_sum ? "=" : "", pieces});
+    if (t.exact->effective_subtraction) s.lines.push_back(text_line("", "(the signs differ: magnitudes subtract)"));
+    doc.push_back(std::move(s));
+
+    section n{"normalisation", {}};
+    if (t.normalization_shift > 0)
+      n.lines.push_back(text_line(
+          "", fmt::format("carry-out: the significand shifts right by {}, exponent {} -> {}", t.normalization_shift,
+                          reference, reference + t.normalization_shift)));
+    else if (t.normalization_shift < 0)
+      n.lines.push_back(text_line(
+          "", fmt::format("cancellation: the significand shifts left by {}, exponent {} -> {}", -t.normalization_shift,
+                          reference, reference + t.normalization_shift)));
+    else
+      n.lines.push_back(text_line("", "the leading bit is already in place: no shift"));
+    doc.push_back(std::move(n));
+  }
+
+  if (t.rounding) {
+    const rounding_event& r = *t.rounding;
+    section s{fmt::format("rounding to {} ({} significand bits)", name_of(r.target), r.target.precision()), {}};
+    s.lines.push_back({"bits",
+                       {{t.kept_binary, bit_role::kept},
+                        {" | guard ", bit_role::plain},
+                        {r.guard ? "1" : "0", bit_role::guard},
+                        {" | round ", bit_role::plain},
+                        {r.round ? "1" : "0", bit_role::round},
+                        {" | sticky bits ", bit_role::plain},
+                        {t.sticky_bits.empty() ? "none" : t.sticky_bits, bit_role::sticky},
+                        {fmt::format(" -> sticky {}", r.sticky ? 1 : 0), bit_role::plain}}});
+    s.lines.push_back(text_line("decision", t.decision));
+    s.lines.push_back(text_line("because", t.decision_reason));
+    const int result_exponent = r.lsb_exponent + r.target.fraction_bits + (r.carry_out && !r.subnormal ? 1 : 0);
+    s.lines.push_back(text_line("rounded", fmt::format("{}{} × 2^{}{}", r.sign ? "-" : "", t.rounded_binary,
+                                                       result_exponent, r.carry_out ? " (the increment carried)" : "")));
+    if (r.subnormal) s.lines.push_back(text_line("", "the result is subnormal"));
+    if (r.tiny) s.lines.push_back(text_line("", fmt::format("tiny ({})", name_of(t.env.tiny))));
+    doc.push_back(std::move(s));
+  }
+
+  {
+    section s{"result", {}};
+    s.lines.push_back(text_line("", value_text(t.result_format, t.result_bits)));
+    const format f = t.result_format;
+    s.lines.push_back(text_line(
+        "", fmt::format("sign {}, exponent {}, fraction {}", (t.result_bits >> (f.width() - 1)) & 1,
+                        binary_digits((t.result_bits >> f.fraction_bits) & bit_mask(f.exponent_bits), f.exponent_bits),
+                        binary_digits(t.result_bits & bit_mask(f.fraction_bits), f.fraction_bits))));
+    s.lines.push_back(text_line("flags", flags_text(t.raised)));
+    for (const auto& reason : t.flag_reasons)
+      s.lines.push_back(text_line("", fmt::format("{}: {}", flag_name(reason.flag), reason.why)));
+    doc.push_back(std::move(s));
+  }
+
+  if (t.exact_value) {
+    section s{"exact arithmetic", {}};
+    s.lines.push_back(text_line(t.exact_value_is_rounded ? "true value" : "exact value",
+                                to_decimal(*t.exact_value, t.exact_value_is_rounded ? 40 : 400) +
+                                    (t.exact_value_is_rounded ? " (rounded: a root has no finite expansion; "
+                                                                "computed to 256 bits)"
+                                                              : "")));
+    if (t.result_value) s.lines.push_back(text_line("result value", to_decimal(*t.result_value)));
+    if (t.error) {
+      std::string error_text = to_decimal(*t.error, t.exact_value_is_rounded ? 40 : 400);
+      if (*t.error == 0) error_text += " (exact)";
+      else if (!t.exact_value_is_rounded) error_text += fmt::format(" = {}", to_fraction(*t.error));
+      s.lines.push_back(text_line("error", error_text + "  (result - exact)"));
+    } else if (t.result_value == std::nullopt) {
+      s.lines.push_back(text_line("error", "not finite: the result is not a finite number"));
+    }
+    doc.push_back(std::move(s));
+  }
+  return doc;
+}
+
+// --- text ------------------------------------------------------------------
+
+inline std::string pieces_text(const std::vector<piece>& pieces) {
+  std::string out;
+  for (const auto& p : pieces) out += p.text;
+  return out;
+}
+
+inline std::string render_text(const trace& t) {
+  std::string out;
+  const auto doc = layout(t);
+  for (std::size_t i = 0; i < doc.size(); ++i) {
+    out += (i == 0 ? "" : "\n") + doc[i].title + "\n";
+    for (const auto& l : doc[i].lines) out += fmt::format("  {:<12} {}\n", l.label, pieces_text(l.pieces));
+  }
+  return out;
+}
+
+// --- Markdown --------------------------------------------------------------
+
+inline std::string render_markdown(const trace& t) {
+  std::string out;
+  const auto doc = layout(t);
+  for (std::size_t i = 0; i < doc.size(); ++i) {
+    out += fmt::format("{} {}\n\n", i == 0 ? "###" : "####", doc[i].title);
+    // Rows of bits line up only in a fixed-width block; prose reads better as a list.
+    const bool has_bits = std::any_of(doc[i].lines.begin(), doc[i].lines.end(), [](const line& l) {
+      return std::any_of(l.pieces.begin(), l.pieces.end(), [](const piece& p) { return p.role != bit_role::plain; });
+    });
+    if (has_bits) {
+      out += "```\n";
+      for (const auto& l : doc[i].lines) out += fmt::format("{:<10} {}\n", l.label, pieces_text(l.pieces));
+      out += "```\n\n";
+    } else {
+      for (const auto& l : doc[i].lines)
+        out += fmt::format("- {}{}\n", l.label.empty() ? "" : "**" + l.label + "**: ", pieces_text(l.pieces));
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+// --- LaTeX -----------------------------------------------------------------
+
+inline std::string latex_escape(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    switch (c) {
+      case '\\': out += "\\textbackslash{}"; break;
+      case '{': out += "\\{"; break;
+      case '}': out += "\\}"; break;
+      case '_': out += "\\_"; break;
+      case '%': out += "\\%"; break;
+      case '&': out += "\\&"; break;
+      case '#': out += "\\#"; break;
+      case '$': out += "\\$"; break;
+      case '~': out += "\\textasciitilde{}"; break;
+      case '^': out += "\\textasciicircum{}"; break;
+      case '|': out += "\\textbar{}"; break;
+      case '<': out += "\\textless{}"; break;
+      case '>': out += "\\textgreater{}"; break;
+      default:
+        if (s.substr(i, 2) == "×") {  // UTF-8 multiplication sign: two bytes
+          out += "$\\times$";
+          ++i;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+constexpr std::string_view latex_colour(bit_role role) {
+  switch (role) {
+    case bit_role::guard: return "red";
+    case bit_role::round: return "orange";
+    case bit_role::sticky: return "blue";
+    case bit_role::shifted_out: return "teal";
+    default: return "";
+  }
+}
+
+inline std::string render_latex(const trace& t) {
+  std::string out =
+      "% bitexact trace. Needs \\usepackage{xcolor}. Colours: guard red, round orange, sticky blue,\n"
+      "% bits shifted past the larger operand's last place teal.\n"
+      "\\begin{tabular}{@{}ll@{}}\n";
+  const auto doc = layout(t);
+  for (const auto& s : doc) {
+    out += fmt::format("\\multicolumn{{2}}{{@{{}}l}}{{\\textbf{{{}}}}} \\\\\n", latex_escape(s.title));
+    for (const auto& l : s.lines) {
+      std::string cell;
+      for (const auto& p : l.pieces) {
+        const std::string text = latex_escape(p.text);
+        const auto colour = latex_colour(p.role);
+        cell += colour.empty() ? text : fmt::format("\\textcolor{{{}}}{{{}}}", colour, text);
+      }
+      out += fmt::format("{} & \\texttt{{{}}} \\\\\n", latex_escape(l.label), cell);
+    }
+  }
+  out += "\\end{tabular}\n";
+  return out;
+}
+
+// --- JSON ------------------------------------------------------------------
+
+inline std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
+        else out += c;
+    }
+  }
+  return out + "\"";
+}
+
+inline std::string json_bits(format f, std::uint32_t bits) {
+  return json_string(fmt::format("0x{:0{}X}", bits, (f.width() + 3) / 4));
+}
+
+inline std::string render_json(const trace& t) {
+  const auto b = [](bool x) { return x ? "true" : "false"; };
+  std::string out = "{\n";
+  out += fmt::format("  \"operation\": {},\n", json_string(name_of(t.op)));
+  out += fmt::format("  \"result_format\": {},\n", json_string(name_of(t.result_format)));
+  out += fmt::format(
+      "  \"environment\": {{\"rounding\": {}, \"tininess\": {}, \"flush_to_zero\": {}, \"denormals_are_zero\": {}, "
+      "\"nans\": {}, \"random_bits\": {}}},\n",
+      json_string(name_of(t.env.rounding)), json_string(name_of(t.env.tiny)), b(t.env.flush_to_zero),
+      b(t.env.denormals_are_zero), json_string(name_of(t.env.nans)),
+      json_string(fmt::format("0x{:08X}", t.env.random_bits)));
+  out += "  \"operands\": [";
+  for (std::size_t i = 0; i < t.operands.size(); ++i) {
+    const auto& o = t.operands[i];
+    out += fmt::format(
+        "{}\n    {{\"index\": {}, \"format\": {}, \"bits\": {}, \"sign\": {}, \"class\": {}, \"biased_exponent\": {}, "
+        "\"unbiased_exponent\": {}, \"significand\": {}, \"flushed\": {}}}",
+        i ? "," : "", o.index, json_string(name_of(o.fmt)), json_bits(o.fmt, o.bits), o.decoded.sign ? 1 : 0,
+        json_string(name_of(o.decoded.kind)), o.biased_exponent(), o.unbiased_exponent(),
+        json_string(o.significand_binary()), b(o.decoded.flushed));
+  }
+  out += t.operands.empty() ? "],\n" : "\n  ],\n";
+  if (t.alignment)
+    out += fmt::format(
+        "  \"alignment\": {{\"exponent_difference\": {}, \"align_shift\": {}, \"shifted_out\": {}, \"sticky\": {}, "
+        "\"smaller_operand\": {}}},\n",
+        t.alignment->exponent_difference, t.alignment->align_shift,
+        json_string(binary_digits(t.alignment->shifted_out, t.alignment->align_shift)), b(t.alignment->sticky),
+        t.alignment->smaller_is_first ? 0 : 1);
+  if (t.exact && t.exact->significand)
+    out += fmt::format(
+        "  \"exact\": {{\"binary\": {}, \"times_power_of_two\": {}, \"inexact_below\": {}, "
+        "\"effective_subtraction\": {}}},\n"
+        "  \"normalization\": {{\"leading_bit_shift\": {}, \"kind\": {}}},\n",
+        json_string(t.exact_binary), t.exact_reference_exponent, b(t.exact->inexact_below),
+        b(t.exact->effective_subtraction), t.normalization_shift,
+        json_string(t.normalization_shift > 0   ? "carry_out"
+                    : t.normalization_shift < 0 ? "cancellation"
+                                                : "none"));
+  if (t.rounding) {
+    const auto& r = *t.rounding;
+    out += fmt::format(
+        "  \"rounding\": {{\"target\": {}, \"mode\": {}, \"kept\": {}, \"guard\": {}, \"round\": {}, \"sticky\": {}, "
+        "\"sticky_bits\": {}, \"increment\": {}, \"reason\": {}, \"decision\": {}, \"explanation\": {}, "
+        "\"rounded\": {}, \"lsb_exponent\": {}, \"carry_out\": {}, \"subnormal\": {}, \"tiny\": {}}},\n",
+        json_string(name_of(r.target)), json_string(name_of(r.mode)), json_string(t.kept_binary), r.guard ? 1 : 0,
+        r.round ? 1 : 0, r.sticky ? 1 : 0, json_string(t.sticky_bits), b(r.increment), json_string(name_of(r.reason)),
+        json_string(t.decision), json_string(t.decision_reason), json_string(t.rounded_binary), r.lsb_exponent,
+        b(r.carry_out), b(r.subnormal), b(r.tiny));
+  }
+  out += "  \"specials\": [";
+  for (std::size_t i = 0; i < t.specials.size(); ++i)
+    out += fmt::format("{}{{\"reason\": {}, \"explanation\": {}}}", i ? ", " : "", json_string(name_of(t.specials[i])),
+                       json_string(t.special_notes[i]));
+  out += "],\n";
+  out += fmt::format("  \"result\": {{\"format\": {}, \"bits\": {}, \"value\": {}}},\n",
+                     json_string(name_of(t.result_format)), json_bits(t.result_format, t.result_bits),
+                     json_string(t.result_value ? to_decimal(*t.result_value)
+                                                : fmt::format("{}", to_double(t.result_format, t.result_bits))));
+  out += fmt::format("  \"flags\": {{\"bits\": {}, \"raised\": [", json_string(fmt::format("0x{:02X}", t.raised.bits)));
+  for (std::size_t i = 0; i < t.flag_reasons.size(); ++i)
+    out += fmt::format("{}{{\"flag\": {}, \"why\": {}}}", i ? ", " : "", json_string(flag_name(t.flag_reasons[i].flag)),
+                       json_string(t.flag_reasons[i].why));
+  out += "]}";
+  if (t.exact_value) {
+    out += fmt::format(
+        ",\n  \"exact_value\": {{\"decimal\": {}, \"fraction\": {}, \"rounded\": {}}}",
+        json_string(to_decimal(*t.exact_value, t.exact_value_is_rounded ? 80 : 400)),
+        json_string(to_fraction(*t.exact_value)), b(t.exact_value_is_rounded));
+  }
+  if (t.error)
+    out += fmt::format(",\n  \"error\": {{\"decimal\": {}, \"fraction\": {}}}",
+                       json_string(to_decimal(*t.error, t.exact_value_is_rounded ? 80 : 400)),
+                       json_string(to_fraction(*t.error)));
+  out += "\n}\n";
+  return out;
+}
+
+}  // namespace render_detail
+
+inline std::string render(const trace& t, output_style style = output_style::text) {
+  switch (style) {
+    case output_style::text: return render_detail::render_text(t);
+    case output_style::markdown: return render_detail::render_markdown(t);
+    case output_style::latex: return render_detail::render_latex(t);
+    case output_style::json: return render_detail::render_json(t);
+  }
+  return {};
+}
+
+}  // namespace bitexact

@@ -1,0 +1,200 @@
+// Converts the GPU captures (cuda/capture, layouts in cuda/capture/README.md)
+// into what bitexact ships: the MUFU tables in data/ and the MUFU sample
+// replay file in tests/data/. Formats: include/bitexact/mufu.hpp (tables),
+// docs/mufu.md (both). Plain C++20; every file written is read back and
+// compared with the capture before the program reports success.
+//
+// Build: g++ -O2 -std=c++20 -Iinclude -o /tmp/make_mufu_tables tools/make_mufu_tables.cpp
+// Run:   /tmp/make_mufu_tables tables  .captures data
+//        /tmp/make_mufu_tables samples .captures/ops.bin tests/data/mufu_samples.bxs
+#include <bitexact/mufu.hpp>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "analysis/capture_files.hpp"
+
+namespace {
+
+// Where the captures came from (.captures/info.txt, FINDINGS.md).
+const char* const provenance =
+    "NVIDIA H200 (sm_90), driver 580.159.04, CUDA 13.0 (nvcc V13.0.88); cuda/capture/capture.cu";
+
+struct byte_writer {
+  std::vector<unsigned char> bytes;
+  void u32(std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<unsigned char>(v >> (8 * i)));
+  }
+  void u64(std::uint64_t v) {
+    u32(static_cast<std::uint32_t>(v));
+    u32(static_cast<std::uint32_t>(v >> 32));
+  }
+  void text(const std::string& s, std::size_t width) {
+    if (s.size() >= width) {
+      std::fprintf(stderr, "text '%s' does not fit in %zu bytes\n", s.c_str(), width);
+      std::exit(1);
+    }
+    bytes.insert(bytes.end(), s.begin(), s.end());
+    bytes.insert(bytes.end(), width - s.size(), 0);
+  }
+  void varint(std::uint32_t v) {
+    for (; v >= 0x80; v >>= 7) bytes.push_back(static_cast<unsigned char>(v | 0x80));
+    bytes.push_back(static_cast<unsigned char>(v));
+  }
+  void save(const std::string& path) const {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fclose(f) != 0) {
+      std::perror(path.c_str());
+      std::exit(1);
+    }
+    std::printf("wrote %s (%zu bytes)\n", path.c_str(), bytes.size());
+  }
+};
+
+struct table_source {
+  std::string name, rule;
+  std::vector<std::uint32_t> values;
+};
+
+// One table: first value, then a 2-bit code per entry for the step from the
+// previous entry (min_delta + code), code 3 for a step outside the three.
+void write_table(byte_writer& out, const table_source& table) {
+  const std::vector<std::uint32_t>& v = table.values;
+  std::map<std::int64_t, std::uint64_t> steps;
+  for (std::size_t i = 1; i < v.size(); ++i) ++steps[static_cast<std::int64_t>(v[i]) - v[i - 1]];
+  // The three most frequent consecutive steps get codes; the most frequent window of three wins.
+  std::int64_t min_delta = steps.begin()->first;
+  std::uint64_t best = 0;
+  for (const auto& [delta, unused] : steps) {
+    const std::uint64_t covered = steps[delta] + (steps.count(delta + 1) ? steps[delta + 1] : 0) +
+                                  (steps.count(delta + 2) ? steps[delta + 2] : 0);
+    if (covered > best) best = covered, min_delta = delta;
+  }
+  std::vector<unsigned char> codes((v.size() + 3) / 4, 0);
+  std::vector<std::uint32_t> exceptions;
+  for (std::size_t i = 1; i < v.size(); ++i) {
+    const std::int64_t code = static_cast<std::int64_t>(v[i]) - v[i - 1] - min_delta;
+    unsigned stored = bitexact::detail::mufu_file::exception_code;
+    if (code >= 0 && code < 3) stored = static_cast<unsigned>(code);
+    else exceptions.push_back(v[i]);
+    codes[i / 4] |= static_cast<unsigned char>(stored << (2 * (i % 4)));
+  }
+  out.text(table.name, bitexact::detail::mufu_file::name_bytes);
+  out.text(table.rule, bitexact::detail::mufu_file::rule_bytes);
+  out.u32(static_cast<std::uint32_t>(v.size()));
+  out.u32(v[0]);
+  out.u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(min_delta)));
+  out.u32(static_cast<std::uint32_t>(exceptions.size()));
+  out.u64(bitexact::detail::mufu_file::fnv1a64_of_values(v.data(), v.size()));
+  out.bytes.insert(out.bytes.end(), codes.begin(), codes.end());
+  for (std::uint32_t e : exceptions) out.u32(e);
+  std::printf("  %-13s min_delta %lld, %zu exceptions, checksum %016llx\n", table.name.c_str(),
+              static_cast<long long>(min_delta), exceptions.size(),
+              static_cast<unsigned long long>(bitexact::detail::mufu_file::fnv1a64_of_values(v.data(), v.size())));
+}
+
+void write_table_file(const std::string& path, const std::vector<table_source>& tables) {
+  byte_writer out;
+  out.bytes.insert(out.bytes.end(), bitexact::detail::mufu_file::tables_magic,
+                   bitexact::detail::mufu_file::tables_magic + 8);
+  out.u32(bitexact::detail::mufu_file::version);
+  out.u32(static_cast<std::uint32_t>(tables.size()));
+  out.text(provenance, bitexact::detail::mufu_file::provenance_bytes);
+  for (const table_source& t : tables) write_table(out, t);
+  out.save(path);
+}
+
+const capture::Table& checked(const std::vector<capture::Table>& tables, std::size_t i, const std::string& file) {
+  if (tables.size() <= i || !tables[i].checksum_ok || tables[i].values.size() != (1u << 23)) {
+    std::fprintf(stderr, "%s: table %zu missing, not 2^23 entries, or failing its capture checksum\n", file.c_str(), i);
+    std::exit(1);
+  }
+  return tables[i];
+}
+
+int make_tables(const std::string& captures, const std::string& data) {
+  const std::string a_path = captures + "/sfu_tables_a.bin", b_path = captures + "/sfu_tables_b.bin";
+  const auto a = capture::read_tables(a_path), b = capture::read_tables(b_path);
+  // sfu_tables_a: [0] ex2.ftz(-1 - k*2^-23) = G(k)/2, [1] ex2.ftz(k*2^-23) = P(k);
+  // sfu_tables_b: [0] ex2.ftz(1 + k*2^-23), [1] rcp.ftz(1 + k*2^-23) = R(k).
+  const capture::Table &half_g = checked(a, 0, a_path), &p = checked(a, 1, a_path), &r = checked(b, 1, b_path);
+  table_source g{"ex2.negative", "G(k) = 2 * ex2.approx.ftz.f32(-1 - k*2^-23)", half_g.values};
+  for (std::uint32_t& value : g.values) value += 1u << 23;  // doubling: every G/2 entry is a normal in [0.5, 1)
+  const table_source positive{"ex2.positive", "P(k) = ex2.approx.ftz.f32(k*2^-23)", p.values};
+  const table_source reciprocal{"rcp", "R(k) = rcp.approx.ftz.f32(1 + k*2^-23)", r.values};
+  write_table_file(data + "/mufu_ex2.bxt", {g, positive});
+  write_table_file(data + "/mufu_rcp.bxt", {reciprocal});
+
+  // Read back through the library and compare every entry with the capture.
+  const auto shipped = bitexact::ptx::mufu_tables::load(data);
+  std::uint64_t wrong = 0;
+  for (std::uint32_t k = 0; k < (1u << 23); ++k) {
+    wrong += shipped.entry(bitexact::mufu_table::ex2_negative, k) != g.values[k];
+    wrong += shipped.entry(bitexact::mufu_table::ex2_positive, k) != p.values[k];
+    wrong += shipped.entry(bitexact::mufu_table::rcp, k) != r.values[k];
+  }
+  std::printf("read back: %llu of %u entries differ from the capture\n", static_cast<unsigned long long>(wrong),
+              3u << 23);
+  return wrong == 0 ? 0 : 1;
+}
+
+std::uint32_t zigzag(std::uint32_t difference) {
+  const auto d = static_cast<std::int32_t>(difference);
+  return (static_cast<std::uint32_t>(d) << 1) ^ static_cast<std::uint32_t>(d >> 31);
+}
+
+// tests/data/mufu_samples.bxs: every distinct input of ops.bin's MUFU section
+// with its four GPU outputs, sorted by input and delta-coded (layout in
+// docs/mufu.md) so that all of them fit in well under 1 MB.
+int make_samples(const std::string& ops_path, const std::string& out_path) {
+  const capture::Ops ops = capture::read_ops(ops_path);
+  const capture::Section& section = ops.section("mufu");
+  const char* const outputs[4] = {"ex2.approx.ftz.f32", "ex2.approx.f32", "rcp.approx.ftz.f32", "rcp.approx.f32"};
+  std::map<std::uint32_t, std::array<std::uint32_t, 4>> by_input;
+  for (std::uint32_t i = 0; i < section.count; ++i) {
+    std::array<std::uint32_t, 4> results;
+    for (int o = 0; o < 4; ++o) results[o] = section.array(outputs[o]).at(i);
+    const std::uint32_t x = section.array("x").at(i);
+    if (auto [at, fresh] = by_input.emplace(x, results); !fresh && at->second != results) {
+      std::fprintf(stderr, "input %08x gave two different outputs: the capture is not deterministic\n", x);
+      return 1;
+    }
+  }
+  std::vector<std::uint32_t> records;
+  byte_writer stream;
+  std::uint32_t previous_x = 0, previous_ex2 = 0, previous_rcp = 0;
+  for (const auto& [x, r] : by_input) {
+    records.insert(records.end(), {x, r[0], r[1], r[2], r[3]});
+    stream.varint(x - previous_x);
+    stream.varint(zigzag(r[0] - previous_ex2));
+    stream.varint(zigzag(r[1] - r[0]));
+    stream.varint(zigzag(r[2] - previous_rcp));
+    stream.varint(zigzag(r[3] - r[2]));
+    previous_x = x, previous_ex2 = r[0], previous_rcp = r[2];
+  }
+  byte_writer out;
+  out.bytes.insert(out.bytes.end(), {'B', 'X', 'M', 'U', 'F', 'U', 'S', '\0'});
+  out.u32(1);  // version
+  out.u32(static_cast<std::uint32_t>(by_input.size()));
+  out.u32(section.count);
+  out.u32(static_cast<std::uint32_t>(stream.bytes.size()));
+  out.u64(bitexact::detail::mufu_file::fnv1a64_of_values(records.data(), records.size()));
+  out.text(provenance, bitexact::detail::mufu_file::provenance_bytes);
+  out.bytes.insert(out.bytes.end(), stream.bytes.begin(), stream.bytes.end());
+  out.save(out_path);
+  std::printf("%zu distinct inputs of %u samples\n", by_input.size(), section.count);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc == 4 ? argv[1] : "";
+  if (mode == "tables") return make_tables(argv[2], argv[3]);
+  if (mode == "samples") return make_samples(argv[2], argv[3]);
+  std::fprintf(stderr,
+               "usage: make_mufu_tables tables <captures-dir> <data-dir>\n"
+               "       make_mufu_tables samples <ops.bin> <samples-file>\n");
+  return 2;
+}

@@ -418,9 +418,11 @@ static double decode_small(uint32_t bits, const Format& f) {
     return (bits >> (f.exponent_bits + f.mantissa_bits)) & 1 ? -v : v;
 }
 
-static void run_mma_variant(const std::string& out_dir, int variant, int count, const char* file_name,
-                            const char* description) {
-    Tiles t = make_tiles(variant, count, 0xB17E3AC700ull + variant);
+// Runs every tile of t through the variant's instruction on the device and
+// fills t.d (shared with cuda/probe_mma.cu). Returns the f16 C and D arrays
+// as uploaded and read back (empty for f32 accumulators).
+static void execute_tiles(int variant, Tiles& t, std::vector<uint16_t>& c16, std::vector<uint16_t>& d16) {
+    const int count = t.count;
     const size_t a_n = t.a.size(), b_n = t.b.size(), c_n = t.c.size();
     uint16_t *d_a, *d_b;
     void *d_c, *d_d;
@@ -430,7 +432,6 @@ static void run_mma_variant(const std::string& out_dir, int variant, int count, 
     CHECK_CUDA(cudaMalloc(&d_d, c_n * 4));
     CHECK_CUDA(cudaMemcpy(d_a, t.a.data(), a_n * 2, cudaMemcpyHostToDevice));
     CHECK_CUDA(cudaMemcpy(d_b, t.b.data(), b_n * 2, cudaMemcpyHostToDevice));
-    std::vector<uint16_t> c16, d16;
     if (t.c_is_f16) {
         c16.resize(c_n);
         for (size_t i = 0; i < c_n; ++i) c16[i] = (uint16_t)t.c[i];
@@ -460,6 +461,13 @@ static void run_mma_variant(const std::string& out_dir, int variant, int count, 
     cudaFree(d_b);
     cudaFree(d_c);
     cudaFree(d_d);
+}
+
+static void run_mma_variant(const std::string& out_dir, int variant, int count, const char* file_name,
+                            const char* description) {
+    Tiles t = make_tiles(variant, count, 0xB17E3AC700ull + variant);
+    std::vector<uint16_t> c16, d16;
+    execute_tiles(variant, t, c16, d16);
 
     // Layout check: the first two tiles have exact answers under any model.
     const Format& f = (variant == kMmaF16F32 || variant == kMmaF16F16) ? kF16 : kBf16;

@@ -55,4 +55,27 @@ constexpr std::uint32_t cvt_rn_bf16x2_f32(float32 hi, float32 lo) {
   return (std::uint32_t{cvt_rn_bf16_f32(hi).bits} << 16) | cvt_rn_bf16_f32(lo).bits;
 }
 
+// cvt.rn.satfinite.bf16.f32: a result that would be infinite (an overflow or
+// an infinite input) becomes the largest finite bf16 of its sign; NaN -> 0x7FFF
+// (capture: ops.bin cvt section).
+constexpr bfloat16 cvt_rn_satfinite_bf16_f32(float32 x) {
+  const bfloat16 r = cvt_rn_bf16_f32(x);
+  return r.is_inf() ? bfloat16::max_finite(r.sign()) : r;
+}
+
+// cvt.rn.relu.bf16.f32: a negative result, -0 included, becomes +0; NaN -> 0x7FFF
+// (capture: ops.bin cvt section).
+constexpr bfloat16 cvt_rn_relu_bf16_f32(float32 x) {
+  const bfloat16 r = cvt_rn_bf16_f32(x);
+  return !r.is_nan() && r.sign() ? bfloat16::zero() : r;
+}
+
+// cvt.rn.f16.f32 and cvt.rn.f16x2.f32 d, hi, lo (F2FP.F16.F32.PACK_AB): RN-even
+// with fp16 subnormals kept, overflow to infinity, any NaN -> 0x7FFF; the
+// first source operand lands in the upper half (capture: ops.bin cvt section).
+constexpr float16 cvt_rn_f16_f32(float32 x) { return convert<fp16>(x, gpu_environment()).result; }
+constexpr std::uint32_t cvt_rn_f16x2_f32(float32 hi, float32 lo) {
+  return (std::uint32_t{cvt_rn_f16_f32(hi).bits} << 16) | cvt_rn_f16_f32(lo).bits;
+}
+
 }  // namespace bitexact::ptx

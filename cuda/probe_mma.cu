@@ -1,0 +1,242 @@
+// Probe: Hopper tensor cores against sm90_tensor_core (include/bitexact/mma.hpp):
+// mma.sync m16n8k16 bf16->f32, f16->f32, f16->f16 and wgmma m64n8k16 bf16->f32,
+// 32M outputs each (1.28 * 10^8 in all) from the capture's structured tile
+// classes (cuda/capture/capture_mma.cuh: full-range exponents, subnormals,
+// signed zeros, Inf/NaN, cancellation, spreads beyond the kept bits, the
+// maximum at every product position, C dominating, near ties, overflow,
+// negative sums) plus one class of its own for bf16: products below 2^-128
+// around zero terms and C = 0, where the zero-term exponent shows (the
+// captures left it open); for those tiles the probe also counts mismatches of
+// neighbouring zero-term exponents.
+//
+//   probe_mma [--quick]     (--quick: 1M outputs per variant, for a smoke test)
+#include <bitexact/mma.hpp>
+#include <chrono>
+#include <cstdarg>
+#include <cstring>
+
+#include "capture/capture_mma.cuh"
+#include "probe_common.cuh"
+
+namespace bx = bitexact;
+
+// capture_mma.cuh declares the capture program's logger; its capture-only functions use it.
+void log_line(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  std::vprintf(fmt, args);
+  va_end(args);
+  std::putchar('\n');
+}
+
+// The events of one fused step, printed beside a mismatch (outside the
+// anonymous namespace: nvcc warns about its unused members there).
+struct fused_step_recorder {
+  std::string text;
+  void on(const bx::fused_term_event& e) {
+    char line[160];
+    std::snprintf(line, sizeof line, "      term %3d: %c%llx * 2^%d (competes at 2^%d) -> kept %lld%s\n", e.index,
+                  e.sign ? '-' : '+', (unsigned long long)e.significand, e.exponent, e.nominal_exponent,
+                  (long long)e.kept, e.truncated ? ", bits cut" : "");
+    text += line;
+  }
+  void on(const bx::fused_sum_event& e) {
+    text += "      e_max " + std::to_string(e.max_exponent) + ", unit 2^" + std::to_string(e.lsb_exponent) +
+            ", sum " + std::to_string(e.sum) + " units\n";
+  }
+  void on(const bx::special_event& e) { text += "      special " + std::to_string((int)e.reason) + "\n"; }
+  void on(const bx::operation_event&) {}
+  void on(const bx::operand_event&) {}
+  void on(const bx::alignment_event&) {}
+  void on(const bx::exact_event&) {}
+  void on(const bx::normalization_event&) {}
+  void on(const bx::rounding_event&) {}
+  void on(const bx::result_event&) {}
+};
+
+namespace {
+
+constexpr int kClassTinyProducts = kClassCount;  // the probe's own class, after the capture's
+constexpr int kClassSlots = kClassCount + 3;     // structured classes, tiny products, two layout checks
+int class_slot(int cls) { return cls >= kClassLayoutIdentity ? kClassCount + 1 + (cls - kClassLayoutIdentity) : cls; }
+const char* class_name(int slot) {
+  static const char* names[kClassSlots] = {"baseline",     "full range",  "subnormal",     "zeros",
+                                           "inf/nan",      "cancel",      "spread",        "max position",
+                                           "C dominates",  "near ties",   "overflow",      "negative sums",
+                                           "tiny products", "layout identity", "layout integers"};
+  return names[slot];
+}
+
+// bf16 tiles whose products lie in [2^-152, 2^-128] (many cut at 2^(Z-25) when
+// a zero term's exponent Z sets the window), with zero terms and C = +-0 or a
+// tiny subnormal, so that the final truncation to the 2^-149 grid shows Z.
+void tiny_products_tile(SplitMix64& rng, int rows, uint16_t* a, uint16_t* b, uint32_t* c) {
+  for (int i = 0; i < rows * 16; ++i)
+    a[i] = rng.chance(6) ? (uint16_t)((rng.next() & 1) << 15) : (uint16_t)random_value(rng, kBf16, -76, -64);
+  for (int i = 0; i < 128; ++i)
+    b[i] = rng.chance(16) ? (uint16_t)random_subnormal(rng, kBf16) : (uint16_t)random_value(rng, kBf16, -76, -64);
+  for (int i = 0; i < rows * 8; ++i) {
+    const int r = (int)(rng.next() % 4);
+    c[i] = r < 3 ? (uint32_t)(rng.next() & 1) << 31 : (uint32_t)rng.range(1, 1 << 10) | (uint32_t)(rng.next() & 1) << 31;
+  }
+}
+
+// count tiles of the variant, generated on every core in batches of 512
+// (each batch from its own seed; each starts with the two layout tiles).
+Tiles generate(int variant, int count, uint64_t seed) {
+  constexpr int batch = 512;
+  const int rows = variant == kWgmmaBf16F32 ? 64 : 16;
+  const bool bf16_inputs = variant == kMmaBf16F32 || variant == kWgmmaBf16F32;
+  Tiles t;
+  t.m = rows;
+  t.count = count;
+  t.c_is_f16 = variant == kMmaF16F16;
+  t.classes.resize(count);
+  t.a.resize((size_t)count * rows * 16);
+  t.b.resize((size_t)count * 128);
+  t.c.resize((size_t)count * rows * 8);
+  t.d.resize((size_t)count * rows * 8);
+  const uint64_t batches = (count + batch - 1) / batch;
+  probe::parallel_for(batches, [&](uint64_t first, uint64_t last) {
+    for (uint64_t n = first; n < last; ++n) {
+      const int begin = (int)n * batch, size = std::min(batch, count - begin);
+      Tiles part = make_tiles(variant, size, seed * 1000003 + n);
+      SplitMix64 rng(~(seed * 1000003 + n));
+      for (int i = 0; i < size; ++i) {
+        const size_t tile = begin + i;
+        uint16_t* a = &t.a[tile * rows * 16];
+        uint16_t* b = &t.b[tile * 128];
+        uint32_t* c = &t.c[tile * rows * 8];
+        std::copy_n(&part.a[(size_t)i * rows * 16], rows * 16, a);
+        std::copy_n(&part.b[(size_t)i * 128], 128, b);
+        std::copy_n(&part.c[(size_t)i * rows * 8], rows * 8, c);
+        t.classes[tile] = part.classes[i];
+        if (bf16_inputs && i % (kClassCount + 1) == kClassCount) {
+          tiny_products_tile(rng, rows, a, b, c);
+          t.classes[tile] = kClassTinyProducts;
+        }
+      }
+    }
+  });
+  return t;
+}
+
+// Zero-term exponents compared on the tiny-products class (-100000: no floor at all).
+constexpr int kZeroTermCandidates[] = {-126, -127, -128, -129, -130, -131, -132, -133, -134, -136, -140, -150, -100000};
+constexpr int kCandidates = sizeof kZeroTermCandidates / sizeof kZeroTermCandidates[0];
+
+struct variant_result {
+  probe::tally outputs;
+  std::atomic<uint64_t> class_outputs[kClassSlots] = {}, class_mismatches[kClassSlots] = {};
+  std::atomic<uint64_t> candidate_mismatches[kCandidates] = {}, tiny_outputs{0};
+  explicit variant_result(std::string name) : outputs(std::move(name)) {}
+};
+
+std::string hex(uint32_t bits, int digits) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%0*X", digits, bits);
+  return buf;
+}
+
+template <bx::format Acc, bx::format In>
+void compare_tile(const Tiles& t, size_t tile, variant_result& r) {
+  const int slot = class_slot((int)t.classes[tile]);
+  const int digits = Acc.width() / 4;
+  for (int row0 = 0; row0 < t.m; row0 += 16) {
+    std::array<bx::value<In>, 256> a;
+    std::array<bx::value<In>, 128> b;  // column-major, as mma_m16n8k16 takes it
+    std::array<bx::value<Acc>, 128> c, d;
+    const size_t base = tile * t.m * 8 + row0 * 8;
+    for (int i = 0; i < 256; ++i) a[i] = bx::value<In>::from_bits(t.a[tile * t.m * 16 + row0 * 16 + i]);
+    for (int k = 0; k < 16; ++k)
+      for (int n = 0; n < 8; ++n) b[n * 16 + k] = bx::value<In>::from_bits(t.b[tile * 128 + k * 8 + n]);
+    for (int i = 0; i < 128; ++i) c[i] = bx::value<Acc>::from_bits(t.c[base + i]);
+    bx::mma_m16n8k16<Acc, In>(bx::sm90_tensor_core, a, b, c, d);
+    uint64_t wrong = 0;
+    for (int i = 0; i < 128; ++i) {
+      const uint32_t gpu = t.d[base + i];
+      const auto row = std::span<const bx::value<In>>(&a[(i / 8) * 16], 16);
+      const auto column = std::span<const bx::value<In>>(&b[(i % 8) * 16], 16);
+      if (slot == kClassTinyProducts) {
+        ++r.tiny_outputs;
+        for (int z = 0; z < kCandidates; ++z) {
+          bx::fused_sum_unit unit = bx::sm90_tensor_core;
+          unit.zero_term_exponent = kZeroTermCandidates[z];
+          if (bx::fused_multiply_add_step<Acc, In>(unit, row, column, c[i]).result.bits != gpu) ++r.candidate_mismatches[z];
+        }
+      }
+      if (d[i].bits == gpu) continue;
+      ++wrong;
+      if (r.outputs.mismatches.load() >= 5) {
+        r.outputs.mismatches++;
+        continue;
+      }
+      std::string report = std::string(class_name(slot)) + " tile, D[" + std::to_string(row0 + i / 8) + "][" +
+                           std::to_string(i % 8) + "]: gpu " + hex(gpu, digits) + " model " + hex(d[i].bits, digits) +
+                           "\n      A row:";
+      for (const auto& x : row) report += " " + hex(x.bits, 4);
+      report += "\n      B column:";
+      for (const auto& x : column) report += " " + hex(x.bits, 4);
+      report += "\n      C " + hex(c[i].bits, digits) + "\n";
+      fused_step_recorder recorder;
+      bx::fused_multiply_add_step<Acc, In>(bx::sm90_tensor_core, row, column, c[i], recorder);
+      r.outputs.mismatch(report + recorder.text);
+    }
+    r.class_outputs[slot] += 128;
+    r.class_mismatches[slot] += wrong;
+  }
+}
+
+bool probe_variant(int variant, const char* name, uint64_t outputs) {
+  const int rows = variant == kWgmmaBf16F32 ? 64 : 16;
+  const uint64_t tiles = outputs / (rows * 8);
+  constexpr uint64_t chunk = 16384;
+  variant_result r(name);
+  std::vector<uint16_t> c16, d16;
+  for (uint64_t first = 0; first < tiles; first += chunk) {
+    const int count = (int)std::min(chunk, tiles - first);
+    Tiles t = generate(variant, count, 0x9A0BE000ull + (uint64_t)variant * 0x100000 + first / chunk);
+    execute_tiles(variant, t, c16, d16);
+    probe::parallel_for(count, [&](uint64_t begin, uint64_t end) {
+      for (uint64_t tile = begin; tile < end; ++tile) {
+        if (variant == kMmaF16F32) compare_tile<bx::fp32, bx::fp16>(t, tile, r);
+        else if (variant == kMmaF16F16) compare_tile<bx::fp16, bx::fp16>(t, tile, r);
+        else compare_tile<bx::fp32, bx::bf16>(t, tile, r);
+      }
+      r.outputs.compared += (end - begin) * rows * 8;
+    });
+  }
+  const bool ok = r.outputs.report();
+  for (int slot = 0; slot < kClassSlots; ++slot)
+    if (r.class_outputs[slot])
+      std::printf("    class %-16s outputs %12llu  mismatches %llu\n", class_name(slot),
+                  (unsigned long long)r.class_outputs[slot].load(), (unsigned long long)r.class_mismatches[slot].load());
+  if (r.tiny_outputs) {
+    std::printf("    zero-term exponent candidates on %llu tiny-products outputs (model: %d):\n",
+                (unsigned long long)r.tiny_outputs.load(), bx::sm90_tensor_core.zero_term_exponent);
+    for (int z = 0; z < kCandidates; ++z)
+      std::printf("      Z = %-7s mismatches %llu\n",
+                  kZeroTermCandidates[z] < -1000 ? "none" : std::to_string(kZeroTermCandidates[z]).c_str(),
+                  (unsigned long long)r.candidate_mismatches[z].load());
+  }
+  std::fflush(stdout);
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  probe::print_device();
+  const uint64_t per_variant = quick ? (1u << 20) : (uint64_t{1} << 25);
+  const auto start = std::chrono::steady_clock::now();
+  bool ok = true;
+  ok &= probe_variant(kMmaBf16F32, "mma.m16n8k16 f32.bf16.bf16.f32", per_variant);
+  ok &= probe_variant(kMmaF16F32, "mma.m16n8k16 f32.f16.f16.f32", per_variant);
+  ok &= probe_variant(kMmaF16F16, "mma.m16n8k16 f16.f16.f16.f16", per_variant);
+  ok &= probe_variant(kWgmmaBf16F32, "wgmma.m64n8k16 f32.bf16.bf16", per_variant);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("probe_mma: %llu outputs in %.1f s: %s\n", (unsigned long long)(4 * per_variant), seconds,
+              ok ? "all zero mismatches" : "MISMATCHES FOUND");
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,246 @@
+// Replays real GPU results (tests/data, cut from H200 captures by
+// tools/make_test_data.cpp) through the hardware models and demands the same
+// bits for every case. Setting BITEXACT_REPLAY_DATA_DIR replays another
+// directory of files in the same layout, e.g. a whole capture (make_test_data --all).
+#include <doctest/doctest.h>
+
+#include <bitexact/alu.hpp>
+#include <bitexact/mma.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "capture_files.hpp"
+
+using namespace bitexact;
+
+namespace {
+
+std::string data_path(const std::string& name) {
+  const char* override_dir = std::getenv("BITEXACT_REPLAY_DATA_DIR");
+  return std::string(override_dir ? override_dir : BITEXACT_TEST_DATA_DIR) + "/" + name;
+}
+
+std::string hex(std::uint32_t bits, int digits) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%0*X", digits, bits);
+  return buf;
+}
+
+// The events of one fused tensor-core step, kept to explain a mismatch.
+struct fused_step_recorder {
+  std::string text;
+  void on(const fused_term_event& e) {
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "    term %3d: %c%llx * 2^%d (competes at 2^%d) -> kept %lld units%s\n", e.index, e.sign ? '-' : '+',
+                  static_cast<unsigned long long>(e.significand), e.exponent, e.nominal_exponent,
+                  static_cast<long long>(e.kept), e.truncated ? ", bits cut" : "");
+    text += line;
+  }
+  void on(const fused_sum_event& e) {
+    text += "    e_max " + std::to_string(e.max_exponent) + ", unit 2^" + std::to_string(e.lsb_exponent) +
+            ", exact sum of kept terms " + std::to_string(e.sum) + " units\n";
+  }
+  void on(const rounding_event& e) {
+    text += "    rounding: kept 0x" + hex(static_cast<std::uint32_t>(e.kept), 8) + " at 2^" +
+            std::to_string(e.lsb_exponent) + ", guard " + std::to_string(e.guard) + " round " +
+            std::to_string(e.round) + " sticky " + std::to_string(e.sticky) + (e.increment ? ", round up\n" : ", keep\n");
+  }
+  void on(const special_event& e) { text += "    special case " + std::to_string(static_cast<int>(e.reason)) + "\n"; }
+  void on(const operation_event&) {}
+  void on(const operand_event&) {}
+  void on(const alignment_event&) {}
+  void on(const exact_event&) {}
+  void on(const normalization_event&) {}
+  void on(const result_event&) {}
+};
+static_assert(observer<fused_step_recorder>);
+
+struct replay_count {
+  std::uint64_t compared = 0, mismatches = 0;
+  void print(const std::string& what) const {
+    std::printf("replay %-58s compared %8llu  mismatches %llu\n", what.c_str(),
+                static_cast<unsigned long long>(compared), static_cast<unsigned long long>(mismatches));
+  }
+};
+
+// ---- tensor cores ----
+
+// mma.sync m16n8k16 and each 16-row block of wgmma m64n8k16 are the same
+// fused step per output, so both replay through mma_m16n8k16.
+template <format Acc, format In>
+replay_count replay_tiles(const test_data::mma_tiles& file, std::map<std::uint32_t, int>& tiles_per_class) {
+  replay_count count;
+  const int digits = Acc.width() / 4;
+  for (const auto& tile : file.tiles) {
+    ++tiles_per_class[tile.tile_class];
+    for (std::uint32_t row0 = 0; row0 < file.m; row0 += 16) {
+      std::array<value<In>, 256> a;
+      std::array<value<In>, 128> b;  // column-major: element (k, n) at n * 16 + k
+      std::array<value<Acc>, 128> c, d;
+      for (int i = 0; i < 16; ++i)
+        for (int k = 0; k < 16; ++k) a[i * 16 + k] = value<In>::from_bits(tile.a[(row0 + i) * 16 + k]);
+      for (int k = 0; k < 16; ++k)
+        for (int n = 0; n < 8; ++n) b[n * 16 + k] = value<In>::from_bits(tile.b[k * 8 + n]);
+      for (int i = 0; i < 128; ++i) c[i] = value<Acc>::from_bits(tile.c[row0 * 8 + i]);
+      mma_m16n8k16<Acc, In>(sm90_tensor_core, a, b, c, d);
+      for (int i = 0; i < 128; ++i) {
+        ++count.compared;
+        const std::uint32_t gpu = tile.d[row0 * 8 + i];
+        if (d[i].bits == gpu) continue;
+        if (++count.mismatches > 5) continue;
+        const int m = i / 8, n = i % 8;
+        std::string report = "tile " + std::to_string(tile.source_index) + " (class " +
+                             std::to_string(tile.tile_class) + ") output D[" + std::to_string(row0 + m) + "][" +
+                             std::to_string(n) + "]: gpu " + hex(gpu, digits) + " model " + hex(d[i].bits, digits) +
+                             "\n  A row:";
+        for (int k = 0; k < 16; ++k) report.append(" ").append(hex(a[m * 16 + k].bits, 4));
+        report += "\n  B column:";
+        for (int k = 0; k < 16; ++k) report.append(" ").append(hex(b[n * 16 + k].bits, 4));
+        report += "\n  C: " + hex(c[i].bits, digits) + "\n  model trace:\n";
+        fused_step_recorder recorder;
+        fused_multiply_add_step<Acc, In>(sm90_tensor_core, std::span<const value<In>>(&a[m * 16], 16),
+                                         std::span<const value<In>>(&b[n * 16], 16), c[i], recorder);
+        report += recorder.text;
+        FAIL_CHECK(report);
+      }
+    }
+  }
+  return count;
+}
+
+void replay_mma_file(const std::string& name, std::uint32_t variant, std::uint32_t rows) {
+  const test_data::file file = test_data::load(data_path(name));
+  const test_data::mma_tiles tiles = test_data::read_mma(file);
+  REQUIRE(tiles.variant == variant);
+  REQUIRE(tiles.m == rows);
+  std::map<std::uint32_t, int> tiles_per_class;
+  const replay_count count = variant == 1   ? replay_tiles<fp32, fp16>(tiles, tiles_per_class)
+                             : variant == 2 ? replay_tiles<fp16, fp16>(tiles, tiles_per_class)
+                                            : replay_tiles<fp32, bf16>(tiles, tiles_per_class);
+  count.print(name + " (" + std::to_string(tiles.tiles.size()) + " tiles)");
+  CHECK(count.mismatches == 0);
+  // Every structured class and both layout checks are present, so the
+  // replay covers what the capture was built to probe.
+  for (std::uint32_t cls : {100u, 101u, 0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u, 9u, 10u, 11u}) {
+    CAPTURE(cls);
+    CHECK(tiles_per_class[cls] > 0);
+  }
+  CHECK(count.compared == tiles.tiles.size() * rows * 8);
+}
+
+// ---- scalar instructions ----
+
+using scalar_model = std::function<std::uint32_t(std::uint32_t a, std::uint32_t b, std::uint32_t c)>;
+
+// The model of one fp32 instruction named as PTX writes it: add.rm.ftz.f32.
+scalar_model fp32_model(const std::string& name) {
+  const std::string op = name.substr(0, 3), mode = name.substr(4, 2);
+  const bool ftz = name.find(".ftz") != std::string::npos;
+  const rounding_mode r = mode == "rn"   ? rounding_mode::nearest_even
+                          : mode == "rz" ? rounding_mode::toward_zero
+                          : mode == "rm" ? rounding_mode::downward
+                          : mode == "rp" ? rounding_mode::upward
+                                         : throw std::runtime_error("unknown rounding in " + name);
+  if (op == "add") return [=](auto a, auto b, auto) { return ptx::add_f32(float32{a}, float32{b}, r, ftz).bits; };
+  if (op == "mul") return [=](auto a, auto b, auto) { return ptx::mul_f32(float32{a}, float32{b}, r, ftz).bits; };
+  if (op == "fma")
+    return [=](auto a, auto b, auto c) { return ptx::fma_f32(float32{a}, float32{b}, float32{c}, r, ftz).bits; };
+  throw std::runtime_error("no model for " + name);
+}
+
+scalar_model bf16_model(const std::string& name) {
+  auto bf = [](std::uint32_t bits) { return bfloat16::from_bits(bits); };
+  if (name == "add.rn.bf16") return [=](auto a, auto b, auto) { return std::uint32_t{ptx::add_rn_bf16(bf(a), bf(b)).bits}; };
+  if (name == "mul.rn.bf16") return [=](auto a, auto b, auto) { return std::uint32_t{ptx::mul_rn_bf16(bf(a), bf(b)).bits}; };
+  if (name == "fma.rn.bf16")
+    return [=](auto a, auto b, auto c) { return std::uint32_t{ptx::fma_rn_bf16(bf(a), bf(b), bf(c)).bits}; };
+  throw std::runtime_error("no model for " + name);
+}
+
+scalar_model cvt_model(const std::string& name) {
+  if (name == "cvt.rn.bf16x2.f32 d,a,b") return [](auto a, auto b, auto) { return ptx::cvt_rn_bf16x2_f32(float32{a}, float32{b}); };
+  if (name == "cvt.rn.f16x2.f32 d,a,b") return [](auto a, auto b, auto) { return ptx::cvt_rn_f16x2_f32(float32{a}, float32{b}); };
+  if (name == "cvt.rn.bf16.f32 d,a") return [](auto a, auto, auto) { return std::uint32_t{ptx::cvt_rn_bf16_f32(float32{a}).bits}; };
+  if (name == "cvt.rz.bf16.f32 d,a") return [](auto a, auto, auto) { return std::uint32_t{ptx::cvt_rz_bf16_f32(float32{a}).bits}; };
+  if (name == "cvt.rn.satfinite.bf16.f32 d,a")
+    return [](auto a, auto, auto) { return std::uint32_t{ptx::cvt_rn_satfinite_bf16_f32(float32{a}).bits}; };
+  if (name == "cvt.rn.relu.bf16.f32 d,a")
+    return [](auto a, auto, auto) { return std::uint32_t{ptx::cvt_rn_relu_bf16_f32(float32{a}).bits}; };
+  throw std::runtime_error("no model for " + name);
+}
+
+// Every output array of the section is an instruction with a model; an
+// instruction without one fails the test rather than being skipped.
+void replay_section_file(const std::string& name, const std::function<scalar_model(const std::string&)>& model_of) {
+  const test_data::file file = test_data::load(data_path(name));
+  const test_data::scalar_section section = test_data::read_section(file);
+  const auto* a = &section.find("a");
+  const auto* b = section.arrays.size() > 1 && section.arrays[1].is_input ? &section.find("b") : a;
+  const auto* c = section.arrays.size() > 2 && section.arrays[2].is_input ? &section.find("c") : a;
+  replay_count total;
+  for (const auto& output : section.arrays) {
+    if (output.is_input) continue;
+    CAPTURE(output.name);
+    scalar_model model;
+    REQUIRE_NOTHROW(model = model_of(output.name));
+    replay_count count;
+    const int digits = static_cast<int>(output.element_bytes) * 2;
+    for (std::uint32_t i = 0; i < section.count; ++i) {
+      ++count.compared;
+      const std::uint32_t expected = model(a->values[i], b->values[i], c->values[i]), gpu = output.values[i];
+      if (expected == gpu) continue;
+      if (++count.mismatches <= 5)
+        FAIL_CHECK(output.name << " a " << hex(a->values[i], a->element_bytes * 2) << " b "
+                               << hex(b->values[i], b->element_bytes * 2) << " c " << hex(c->values[i], c->element_bytes * 2)
+                               << ": gpu " << hex(gpu, digits) << " model " << hex(expected, digits));
+    }
+    count.print(name + " " + output.name);
+    total.compared += count.compared;
+    total.mismatches += count.mismatches;
+  }
+  CHECK(total.mismatches == 0);
+  CHECK(total.compared > 0);
+}
+
+}  // namespace
+
+TEST_CASE("replay: H200 mma.sync m16n8k16 bf16 -> f32 tiles match sm90_tensor_core bit for bit") {
+  replay_mma_file("mma_bf16_f32.bin", 0, 16);
+}
+TEST_CASE("replay: H200 mma.sync m16n8k16 f16 -> f32 tiles match sm90_tensor_core bit for bit") {
+  replay_mma_file("mma_f16_f32.bin", 1, 16);
+}
+TEST_CASE("replay: H200 mma.sync m16n8k16 f16 -> f16 tiles match sm90_tensor_core bit for bit") {
+  replay_mma_file("mma_f16_f16.bin", 2, 16);
+}
+TEST_CASE("replay: H200 wgmma m64n8k16 bf16 -> f32 tiles match sm90_tensor_core bit for bit") {
+  replay_mma_file("wgmma_bf16_f32.bin", 3, 64);
+}
+TEST_CASE("replay: H200 fp32 add/mul/fma in four rounding modes, with and without .ftz, match ptx::") {
+  replay_section_file("ops_fp32.bin", fp32_model);
+}
+TEST_CASE("replay: H200 add/mul/fma.rn.bf16 match ptx::") { replay_section_file("ops_bf16.bin", bf16_model); }
+TEST_CASE("replay: H200 cvt f32 -> bf16/f16 (rn, rz, satfinite, relu, x2 packing) match ptx::") {
+  replay_section_file("ops_cvt.bin", cvt_model);
+}
+
+TEST_CASE("replay files carry their provenance and refuse a corrupted payload") {
+  for (const char* name : {"mma_bf16_f32.bin", "mma_f16_f32.bin", "mma_f16_f16.bin", "wgmma_bf16_f32.bin",
+                           "ops_fp32.bin", "ops_bf16.bin", "ops_cvt.bin"}) {
+    CAPTURE(name);
+    const test_data::file file = test_data::load(data_path(name));
+    CHECK(file.provenance.find("GPU: ") != std::string::npos);
+    CHECK(file.provenance.find("Driver: ") != std::string::npos);
+    CHECK(file.provenance.find("run_capture.sh") != std::string::npos);
+    // One flipped bit in the last payload byte must be caught by the checksum.
+    std::vector<unsigned char> corrupted = file.bytes;
+    corrupted.back() ^= 1;
+    CHECK_THROWS_WITH_AS(test_data::parse(corrupted, name), doctest::Contains("checksum mismatch"), std::runtime_error);
+    std::vector<unsigned char> truncated(file.bytes.begin(), file.bytes.end() - 1);
+    CHECK_THROWS_AS(test_data::parse(truncated, name), std::runtime_error);
+  }
+}

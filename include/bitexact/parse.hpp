@@ -1,0 +1,359 @@
+// Reading formats, rounding modes and operands from text, as the `bitexact`
+// command does, for library users too.
+//
+//   auto parsed = bitexact::parse_operand("bf16:-2.40625", bitexact::fp32);
+//   if (!parsed.ok()) { std::cerr << parsed.error << '\n'; return 2; }
+//   bitexact::visit_format(parsed.operand.fmt, [&](auto tag) {
+//     auto x = bitexact::value<decltype(tag)::fmt>::from_bits(parsed.operand.bits);
+//     ...
+//   });
+//
+// Operand syntax (an optional `FORMAT:` prefix names the operand's format,
+// else the caller's default applies):
+//   decimal      -2.296875   1e-3   bf16:-2.40625
+//   bit pattern  bf16:0xC013  fp32:0xC01A0E2E   (the prefix is required: an
+//                unprefixed 0xC013 could be a pattern or the integer 49171)
+//   C hex float  0x1.8p-3   -0x1p+127           (the `p` exponent is required)
+//   specials     inf  +inf  -inf  infinity  nan  -nan  (a quiet NaN)
+// A decimal or hex float is rounded to nearest (ties to even) in its format;
+// the result says whether that was exact, so a caller can warn or refuse.
+// A value that rounds beyond the largest finite number is an error: write inf.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <boost/multiprecision/cpp_int.hpp>
+
+#include "environment.hpp"
+#include "format.hpp"
+#include "operations.hpp"
+#include "round.hpp"
+
+namespace bitexact {
+
+// The compile-time format behind a runtime one, for visit_format's callback.
+template <format F>
+struct format_tag {
+  static constexpr format fmt = F;
+  using value_type = value<F>;
+};
+
+inline constexpr format named_formats[] = {fp32, bf16, fp16, tf32, e5m2, e4m3};
+
+// Call fn(format_tag<F>{}) for the named format F equal to f. Every branch
+// must return the same type. Returns false through `known` for a format that
+// is not one of the named ones.
+template <class Fn>
+constexpr decltype(auto) visit_format(format f, Fn&& fn, bool* known = nullptr) {
+  if (known) *known = true;
+  if (f == bf16) return fn(format_tag<bf16>{});
+  if (f == fp16) return fn(format_tag<fp16>{});
+  if (f == tf32) return fn(format_tag<tf32>{});
+  if (f == e5m2) return fn(format_tag<e5m2>{});
+  if (f == e4m3) return fn(format_tag<e4m3>{});
+  if (known) *known = f == fp32;
+  return fn(format_tag<fp32>{});
+}
+
+// Accepts this library's names and the spellings TestFloat and ML frameworks use.
+constexpr std::optional<format> format_from_name(std::string_view name) {
+  if (name == "fp32" || name == "f32" || name == "float32" || name == "binary32") return fp32;
+  if (name == "bf16" || name == "bfloat16") return bf16;
+  if (name == "fp16" || name == "f16" || name == "float16" || name == "half" || name == "binary16") return fp16;
+  if (name == "tf32" || name == "tfloat32") return tf32;
+  if (name == "e5m2" || name == "fp8_e5m2" || name == "float8_e5m2") return e5m2;
+  if (name == "e4m3" || name == "fp8_e4m3" || name == "float8_e4m3" || name == "e4m3fn" || name == "float8_e4m3fn")
+    return e4m3;
+  return std::nullopt;
+}
+
+inline constexpr std::string_view format_names_hint = "fp32, bf16, fp16, tf32, e5m2, e4m3";
+
+// Accepts the enumerator names, short forms, and TestFloat's names (minMag, min, max, near_maxMag, ...).
+constexpr std::optional<rounding_mode> rounding_mode_from_name(std::string_view name) {
+  if (name == "nearest_even" || name == "rne" || name == "near_even" || name == "nearest") return rounding_mode::nearest_even;
+  if (name == "nearest_away" || name == "rna" || name == "near_maxMag") return rounding_mode::nearest_away;
+  if (name == "toward_zero" || name == "rtz" || name == "minMag" || name == "zero") return rounding_mode::toward_zero;
+  if (name == "upward" || name == "rup" || name == "max" || name == "up") return rounding_mode::upward;
+  if (name == "downward" || name == "rdn" || name == "min" || name == "down") return rounding_mode::downward;
+  if (name == "to_odd" || name == "odd" || name == "rod") return rounding_mode::to_odd;
+  if (name == "stochastic" || name == "sr") return rounding_mode::stochastic;
+  return std::nullopt;
+}
+
+inline constexpr std::string_view rounding_names_hint =
+    "nearest_even, nearest_away, toward_zero, upward, downward, to_odd, stochastic";
+
+enum class operand_syntax : std::uint8_t { bit_pattern, decimal, hex_float, infinity, nan };
+
+struct parsed_operand {
+  format fmt;
+  std::uint32_t bits = 0;
+  operand_syntax syntax = operand_syntax::bit_pattern;
+  bool exact = true;         // the written value is this format's value; false: rounded to nearest even
+  bool rounded_to_zero = false;  // a nonzero value too small for the format
+};
+
+struct operand_parse {
+  parsed_operand operand;
+  std::string error;  // one line saying what was expected; empty on success
+  bool ok() const { return error.empty(); }
+};
+
+namespace detail {
+
+constexpr int hex_digit_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+constexpr bool starts_with_hex_prefix(std::string_view s) {
+  return s.size() >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+}
+
+// Round (-1)^sign * significand * 2^exponent (+ a little when inexact_below)
+// to nearest even in the runtime format f.
+inline std::pair<std::uint32_t, flags> round_to_format(format f, bool sign, int exponent, std::uint64_t significand,
+                                                       bool inexact_below) {
+  flags raised;
+  const environment nearest{};
+  const std::uint32_t bits = visit_format(f, [&](auto tag) -> std::uint32_t {
+    return round_pack<decltype(tag)::fmt>(sign, exponent, significand, inexact_below, nearest, raised).bits;
+  });
+  return {bits, raised};
+}
+
+inline std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
+
+// A finite nonzero magnitude rounded into f: fills `out`, or returns an error.
+inline std::string finish_rounded(std::string_view text, format f, bool sign, int exponent, std::uint64_t significand,
+                                  bool inexact_below, parsed_operand& out) {
+  const auto [bits, raised] = round_to_format(f, sign, exponent, significand, inexact_below);
+  if (raised.any(flags::overflow))
+    return quoted(text) + " is beyond the largest finite " + std::string(name_of(f)) +
+           " value; write inf or -inf for an infinity, or a bit pattern";
+  out.bits = bits;
+  out.exact = !raised.any(flags::inexact);
+  out.rounded_to_zero = (bits & ((f.width() == 32 ? 0xFFFFFFFFu : (1u << f.width()) - 1) >> 1)) == 0;
+  return {};
+}
+
+// digits[.digits][e[+-]digits], sign already removed.
+inline std::string parse_decimal(std::string_view whole, std::string_view text, format f, bool sign,
+                                 parsed_operand& out) {
+  using boost::multiprecision::cpp_int;
+  constexpr std::size_t max_digits = 800;  // far more than any format needs; bounds the work
+  cpp_int mantissa = 0;
+  std::size_t i = 0, digits = 0, fraction_digits = 0;
+  bool seen_point = false;
+  for (; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '.' && !seen_point) {
+      seen_point = true;
+    } else if (c >= '0' && c <= '9') {
+      if (++digits > max_digits) return quoted(whole) + " has too many digits (at most 800)";
+      mantissa = mantissa * 10 + (c - '0');
+      if (seen_point) ++fraction_digits;
+    } else {
+      break;
+    }
+  }
+  if (digits == 0) return {};  // not a decimal; the caller reports
+  long long exponent10 = 0;
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    bool negative_exponent = false;
+    if (i < text.size() && (text[i] == '+' || text[i] == '-')) negative_exponent = text[i++] == '-';
+    std::size_t exponent_digits = 0;
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++exponent_digits)
+      if (exponent10 < 100000) exponent10 = exponent10 * 10 + (text[i] - '0');
+    if (exponent_digits == 0)
+      return quoted(whole) + " has an exponent marker without digits; expected a decimal like 1e-3";
+    if (negative_exponent) exponent10 = -exponent10;
+  }
+  if (i != text.size())
+    return quoted(whole) + " is not a number; expected a decimal (-2.296875, 1e-3), a hex float (0x1.8p-3), "
+                           "a bit pattern with a format prefix (bf16:0xC013), inf or nan";
+  out.syntax = operand_syntax::decimal;
+  if (mantissa == 0) {
+    out.bits = sign ? 1u << (f.width() - 1) : 0;
+    return {};
+  }
+  exponent10 -= static_cast<long long>(fraction_digits);
+  // Every format here lies within [2^-150, 2^129): decide the far ends without big powers.
+  const long long magnitude10 = exponent10 + static_cast<long long>(digits);  // value < 10^magnitude10
+  if (magnitude10 - static_cast<long long>(digits) > 40)
+    return finish_rounded(whole, f, sign, 200, 1, false, out);  // certainly overflows: the same message
+  if (magnitude10 < -50) return finish_rounded(whole, f, sign, -400, 1, true, out);  // rounds to zero
+  // value = numerator / denominator exactly; take a 66-bit quotient and a sticky remainder.
+  cpp_int numerator = mantissa, denominator = 1;
+  if (exponent10 >= 0) numerator *= boost::multiprecision::pow(cpp_int(10), static_cast<unsigned>(exponent10));
+  else denominator = boost::multiprecision::pow(cpp_int(10), static_cast<unsigned>(-exponent10));
+  const long long scale = 66 - (static_cast<long long>(msb(numerator)) - static_cast<long long>(msb(denominator)));
+  if (scale >= 0) numerator <<= static_cast<unsigned>(scale);
+  else denominator <<= static_cast<unsigned>(-scale);
+  cpp_int quotient, remainder;
+  divide_qr(numerator, denominator, quotient, remainder);
+  const unsigned excess = msb(quotient) > 63 ? static_cast<unsigned>(msb(quotient) - 63) : 0;
+  const bool lost = excess && (quotient & ((cpp_int(1) << excess) - 1)) != 0;
+  const auto significand = static_cast<std::uint64_t>(quotient >> excess);
+  return finish_rounded(whole, f, sign, static_cast<int>(-scale + excess), significand, remainder != 0 || lost, out);
+}
+
+// 0x hexdigits[.hexdigits]p[+-]digits, sign already removed.
+inline std::string parse_hex_float(std::string_view whole, std::string_view text, format f, bool sign,
+                                   parsed_operand& out) {
+  std::uint64_t significand = 0;
+  bool lost = false;
+  long long exponent = 0;  // of significand's last bit, before the p exponent
+  std::size_t i = 2, digits = 0;
+  bool seen_point = false;
+  for (; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '.' && !seen_point) {
+      seen_point = true;
+      continue;
+    }
+    const int digit = hex_digit_value(c);
+    if (digit < 0) break;
+    ++digits;
+    if (significand >> 56) {  // keep 60 bits; later digits only matter as sticky (or scale)
+      lost |= digit != 0;
+      if (!seen_point) exponent += 4;
+    } else {
+      significand = significand << 4 | static_cast<unsigned>(digit);
+      if (seen_point) exponent -= 4;
+    }
+  }
+  if (digits == 0) return quoted(whole) + " has no hex digits after 0x";
+  if (i == text.size() || (text[i] != 'p' && text[i] != 'P')) {
+    if (i == text.size() && !seen_point)
+      return quoted(whole) + " is ambiguous: write " + std::string(name_of(f)) + ":" + std::string(text) +
+             " for a bit pattern, or " + std::string(text) + "p0 for a hex float";
+    return quoted(whole) + " is a hex float without its binary exponent; expected e.g. 0x1.8p-3";
+  }
+  ++i;
+  bool negative_exponent = false;
+  if (i < text.size() && (text[i] == '+' || text[i] == '-')) negative_exponent = text[i++] == '-';
+  long long p = 0;
+  std::size_t p_digits = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++p_digits)
+    if (p < 100000) p = p * 10 + (text[i] - '0');
+  if (p_digits == 0 || i != text.size())
+    return quoted(whole) + " has a malformed binary exponent; expected e.g. 0x1.8p-3";
+  exponent += negative_exponent ? -p : p;
+  out.syntax = operand_syntax::hex_float;
+  if (significand == 0 && !lost) {
+    out.bits = sign ? 1u << (f.width() - 1) : 0;
+    return {};
+  }
+  if (exponent > 1000) exponent = 1000;  // overflows every format
+  if (exponent < -1000) exponent = -1000;  // underflows every format to zero
+  return finish_rounded(whole, f, sign, static_cast<int>(exponent), significand, lost, out);
+}
+
+}  // namespace detail
+
+// Parse one operand; default_format applies when the text has no FORMAT: prefix.
+inline operand_parse parse_operand(std::string_view text, format default_format) {
+  operand_parse result;
+  parsed_operand& out = result.operand;
+  out.fmt = default_format;
+  const std::string_view whole = text;
+  bool prefixed = false;
+  if (const auto colon = text.find(':'); colon != std::string_view::npos) {
+    const std::string_view prefix = text.substr(0, colon);
+    const auto named = format_from_name(prefix);
+    if (!named) {
+      result.error = "unknown format " + detail::quoted(prefix) + " in " + detail::quoted(whole) + "; expected one of " +
+                     std::string(format_names_hint);
+      return result;
+    }
+    out.fmt = *named;
+    prefixed = true;
+    text.remove_prefix(colon + 1);
+  }
+  const format f = out.fmt;
+  if (text.empty()) {
+    result.error = "empty operand" + (prefixed ? " after " + detail::quoted(whole) : std::string()) +
+                   "; expected a number, a bit pattern (bf16:0xC013), inf or nan";
+    return result;
+  }
+  // A prefixed 0x without a binary exponent or point is the bit pattern itself.
+  if (prefixed && detail::starts_with_hex_prefix(text) &&
+      text.find_first_of(".pP") == std::string_view::npos) {
+    std::uint64_t pattern = 0;
+    std::size_t digits = 0;
+    for (std::size_t i = 2; i < text.size(); ++i) {
+      const int digit = detail::hex_digit_value(text[i]);
+      if (digit < 0) {
+        result.error = detail::quoted(whole) + " has a non-hex character " + detail::quoted(text.substr(i, 1)) +
+                       "; expected a bit pattern like " + std::string(name_of(f)) + ":0xC013";
+        return result;
+      }
+      if (pattern >> 40) {
+        pattern = ~std::uint64_t{0};  // surely too wide; keep scanning for bad characters
+      } else {
+        pattern = pattern << 4 | static_cast<unsigned>(digit);
+      }
+      ++digits;
+    }
+    const std::uint64_t mask = (std::uint64_t{1} << f.width()) - 1;
+    if (digits == 0) {
+      result.error = detail::quoted(whole) + " has no hex digits after 0x";
+    } else if (pattern > mask) {
+      result.error = detail::quoted(whole) + " does not fit in " + std::string(name_of(f)) + "'s " +
+                     std::to_string(f.width()) + " bits (largest pattern 0x" +
+                     [&] {
+                       std::string hex;
+                       for (std::uint64_t m = mask; m; m >>= 4) hex.insert(hex.begin(), "0123456789ABCDEF"[m & 15]);
+                       return hex;
+                     }() +
+                     ")";
+    } else {
+      out.bits = static_cast<std::uint32_t>(pattern);
+      out.syntax = operand_syntax::bit_pattern;
+    }
+    return result;
+  }
+  bool sign = false;
+  std::string_view body = text;
+  if (body[0] == '+' || body[0] == '-') {
+    sign = body[0] == '-';
+    body.remove_prefix(1);
+  }
+  const std::uint32_t sign_bit = std::uint32_t{sign} << (f.width() - 1);
+  if (body == "inf" || body == "infinity" || body == "Inf" || body == "INF" || body == "Infinity") {
+    if (!f.has_infinity()) {
+      result.error = detail::quoted(whole) + ": " + std::string(name_of(f)) +
+                     " has no infinity; use nan or the largest finite value";
+      return result;
+    }
+    out.bits = sign_bit | (static_cast<std::uint32_t>(f.max_biased_exponent()) << f.fraction_bits);
+    out.syntax = operand_syntax::infinity;
+    return result;
+  }
+  if (body == "nan" || body == "NaN" || body == "NAN") {
+    out.bits = visit_format(f, [&](auto tag) -> std::uint32_t { return decltype(tag)::value_type::default_nan(sign).bits; });
+    out.bits = (out.bits & ~(std::uint32_t{1} << (f.width() - 1))) | sign_bit;
+    out.syntax = operand_syntax::nan;
+    return result;
+  }
+  if (detail::starts_with_hex_prefix(body)) {
+    result.error = detail::parse_hex_float(whole, body, f, sign, out);
+    return result;
+  }
+  result.error = detail::parse_decimal(whole, body, f, sign, out);
+  if (result.ok() && out.syntax != operand_syntax::decimal)
+    result.error = detail::quoted(whole) + " is not a number; expected a decimal (-2.296875, 1e-3), a hex float "
+                   "(0x1.8p-3), a bit pattern with a format prefix (bf16:0xC013), inf or nan";
+  return result;
+}
+
+}  // namespace bitexact

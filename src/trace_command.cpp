@@ -1,0 +1,183 @@
+// `bitexact trace OP OPERANDS...`: run one operation with a trace recorder
+// attached and render its record.
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <bitexact/operations.hpp>
+#include <bitexact/parse.hpp>
+#include <bitexact/render.hpp>
+
+#include "cli.hpp"
+#include "dispatch.hpp"
+#include "trace_operations.hpp"
+
+namespace bitexact::cli {
+namespace {
+
+constexpr std::string_view trace_help =
+    "usage: bitexact trace OP OPERAND... [options]\n"
+    "\n"
+    "Runs one operation and shows every step: the operands decoded, the alignment and\n"
+    "the bits shifted out, the exact significand sum or product, normalisation, the\n"
+    "guard/round/sticky bits and the rounding decision, the result, the flags and why,\n"
+    "and the exact rounding error.\n"
+    "\n"
+    "OP: add sub mul div (2 operands), fma (3: a*b+c), sqrt (1), convert (1, needs --to),\n"
+    "    cmp (2: the IEEE relation, no rounding)\n"
+    "\n"
+    "OPERAND:\n"
+    "  -2.296875  1e-3        decimal\n"
+    "  0x1.8p-3               C hex float (the p exponent is required)\n"
+    "  bf16:0xC013            bit pattern: needs a format prefix\n"
+    "  bf16:-2.40625          a prefix also sets the format of a decimal or hex float\n"
+    "  inf -inf nan           specials (nan is the format's default quiet NaN)\n"
+    "  Unprefixed operands have the --from format. A decimal or hex float that the\n"
+    "  format cannot hold exactly is rounded to nearest (ties to even) and a note on\n"
+    "  stderr says so; --exact-operands refuses it instead (exit status 2).\n"
+    "\n"
+    "options:\n"
+    "  --from FORMAT         format of unprefixed operands (default fp32)\n"
+    "  --to FORMAT           result format (default: the operands' format, which must agree)\n"
+    "                        FORMAT: fp32 bf16 fp16 tf32 e5m2 e4m3\n"
+    "%s"
+    "  --output STYLE        text (default), md, latex, json\n"
+    "  --exact-operands      refuse operands that are not exactly representable\n"
+    "\n"
+    "example: bitexact trace add fp32:0xC01A0E2E fp32:0xC0130000 --to bf16\n";
+
+int arity_of(std::string_view op) {
+  if (op == "add" || op == "sub" || op == "mul" || op == "div" || op == "cmp") return 2;
+  if (op == "fma") return 3;
+  if (op == "sqrt" || op == "convert") return 1;
+  return 0;
+}
+
+std::string hex_of(format f, std::uint32_t bits) {
+  return fmt::format("0x{:0{}X}", bits, (f.width() + 3) / 4);
+}
+
+std::string describe_operand(const parsed_operand& x) {
+  return fmt::format("{} {} = {}", name_of(x.fmt), hex_of(x.fmt, x.bits), to_double(x.fmt, x.bits));
+}
+
+// A comparison rounds nothing, so it has no trace record: say the relation.
+int print_comparison(const parsed_operand& a, const parsed_operand& b, const environment& env, output_style style) {
+  return with_formats(
+      [&](auto a_tag, auto b_tag) {
+        using A = typename decltype(a_tag)::value_type;
+        using B = typename decltype(b_tag)::value_type;
+        const A x = A::from_bits(a.bits);
+        const B y = B::from_bits(b.bits);
+        const auto order = compare(x, y, env);
+        const char* relation = order == std::partial_ordering::less      ? "<"
+                               : order == std::partial_ordering::greater ? ">"
+                               : order == std::partial_ordering::equivalent ? "=="
+                                                                            : "unordered";
+        flags quiet, signaling;
+        equal(x, y, quiet, env, false);
+        less(x, y, signaling, env, true);
+        if (style == output_style::json) {
+          std::printf("{\"op\": \"cmp\", \"a\": {\"format\": \"%s\", \"bits\": \"%s\"}, \"b\": {\"format\": \"%s\", "
+                      "\"bits\": \"%s\"}, \"relation\": \"%s\", \"quiet_flags\": %d, \"signaling_flags\": %d}\n",
+                      std::string(name_of(a.fmt)).c_str(), hex_of(a.fmt, a.bits).c_str(),
+                      std::string(name_of(b.fmt)).c_str(), hex_of(b.fmt, b.bits).c_str(), relation, quiet.bits,
+                      signaling.bits);
+        } else {
+          std::printf("%s  %s  %s\n", describe_operand(a).c_str(), relation, describe_operand(b).c_str());
+          std::printf("quiet predicates (==, !=): %s; signaling predicates (<, <=): %s\n",
+                      quiet.bits ? "invalid (a signaling NaN operand)" : "no flags",
+                      signaling.bits ? "invalid (a NaN operand)" : "no flags");
+        }
+        return 0;
+      },
+      a.fmt, b.fmt);
+}
+
+}  // namespace
+
+int trace_command(const arguments& args) {
+  environment_options options;
+  std::optional<format> from, to;
+  output_style style = output_style::text;
+  bool exact_operands = false;
+  std::vector<std::string_view> positional;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string_view arg = args[i];
+    std::string_view value;
+    if (arg == "--help" || arg == "-h") {
+      std::printf(trace_help.data(), environment_help.data());
+      return 0;
+    }
+    if (take_environment_option(args, i, options, false)) continue;
+    if (take_value(args, i, "--from", value) || take_value(args, i, "--to", value)) {
+      const auto named = format_from_name(value);
+      if (!named) fail("unknown format '" + std::string(value) + "'; expected one of " + std::string(format_names_hint));
+      (arg.substr(0, 4) == "--fr" ? from : to) = *named;
+    } else if (take_value(args, i, "--output", value)) {
+      if (const auto named = output_style_from_name(value)) style = *named;
+      else fail("--output expects text, md, latex or json, not '" + std::string(value) + "'");
+    } else if (arg == "--exact-operands") {
+      exact_operands = true;
+    } else if (arg.size() > 1 && arg[0] == '-' && arg[1] == '-') {
+      fail("trace: unknown option '" + std::string(arg) + "'; see bitexact trace --help");
+    } else {
+      positional.push_back(arg);  // operands such as -2.5 start with a single dash
+    }
+  }
+  if (positional.empty()) fail("trace: expected an operation (add sub mul fma div sqrt convert cmp); see bitexact trace --help");
+  const std::string_view op = positional.front();
+  const int arity = arity_of(op);
+  if (arity == 0) fail("trace: unknown operation '" + std::string(op) + "'; expected add, sub, mul, fma, div, sqrt, convert or cmp");
+  if (static_cast<int>(positional.size()) - 1 != arity)
+    fail(fmt::format("trace {}: expected {} operand{}, got {}", op, arity, arity > 1 ? "s" : "", positional.size() - 1));
+  if (options.env.rounding == rounding_mode::stochastic && !options.random_bits_given)
+    fail("trace: --round stochastic needs --random-bits N (e.g. --random-bits 0x80000000)");
+
+  std::vector<parsed_operand> operands;
+  for (int k = 0; k < arity; ++k) {
+    const std::string_view text = positional[static_cast<std::size_t>(k) + 1];
+    const operand_parse parsed = parse_operand(text, from.value_or(fp32));
+    if (!parsed.ok()) fail(parsed.error);
+    const parsed_operand& x = parsed.operand;
+    if (!x.exact) {
+      const std::string what = fmt::format("operand {} '{}' is not exactly representable in {}", k + 1, text, name_of(x.fmt));
+      if (exact_operands) fail(what + "; the nearest is " + describe_operand(x) + " (drop --exact-operands to use it)");
+      note(what + (x.rounded_to_zero ? "; it rounds to zero: using " + describe_operand(x)
+                                     : "; using the nearest (ties to even), " + describe_operand(x) +
+                                           " (--exact-operands refuses instead)"));
+    }
+    operands.push_back(x);
+  }
+  if (op == "cmp") return print_comparison(operands[0], operands[1], options.env, style);
+
+  if (op == "fma" && operands[0].fmt != operands[1].fmt)
+    fail(fmt::format("trace fma: the factors a and b must share a format (got {} and {}); the addend may differ",
+                     name_of(operands[0].fmt), name_of(operands[1].fmt)));
+  format result_format = operands[0].fmt;
+  if (to) {
+    result_format = *to;
+  } else if (op == "convert") {
+    fail("trace convert: name the result format with --to FORMAT");
+  } else {
+    for (const auto& x : operands)
+      if (x.fmt != result_format)
+        fail(fmt::format("trace {}: operands are {} and {}; name the result format with --to FORMAT", op,
+                         name_of(result_format), name_of(x.fmt)));
+  }
+
+  if (arity >= 2 && !supported_operand_pair(operands[0].fmt, operands[arity == 3 ? 2 : 1].fmt))
+    fail(fmt::format("trace {}: operands of {} and {} cannot be mixed; mixed operands need one of them in fp32 "
+                     "(e.g. an fp32 accumulator and a bf16 value)",
+                     op, name_of(operands[0].fmt), name_of(operands[arity == 3 ? 2 : 1].fmt)));
+  const trace record = trace_operation(op, result_format, options.env, operands);
+  const std::string text = render(record, style);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
+  return 0;
+}
+
+}  // namespace bitexact::cli

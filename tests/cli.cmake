@@ -1,0 +1,221 @@
+# Tests of the `bitexact` command, run on the built binary (ctest prefix cli_).
+#
+# This file has two roles. Included from tests/CMakeLists.txt it registers
+# the tests; run as `cmake -P cli.cmake -DBINARY=... -DARGS=a|b|c ...` it is
+# the driver of one test: it runs the binary and checks the exit status,
+# stdout (exact file or contained strings) and that an error is one line.
+
+if(CMAKE_SCRIPT_MODE_FILE)
+  string(REPLACE "|" ";" arguments "${ARGS}")
+  if(DEFINED INPUT)
+    execute_process(COMMAND ${BINARY} ${arguments} INPUT_FILE ${INPUT}
+                    OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  else()
+    execute_process(COMMAND ${BINARY} ${arguments} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  endif()
+  set(shown "bitexact ${arguments}\n--- stdout ---\n${out}\n--- stderr ---\n${err}")
+  if(NOT rc STREQUAL RC)
+    message(FATAL_ERROR "exit status ${rc}, expected ${RC}\n${shown}")
+  endif()
+  if(DEFINED EXPECT)
+    file(READ ${EXPECT} expected)
+    if(NOT out STREQUAL expected)
+      message(FATAL_ERROR "stdout differs from ${EXPECT}:\n--- expected ---\n${expected}\n${shown}")
+    endif()
+  endif()
+  if(DEFINED CONTAINS)
+    string(REPLACE "@@" ";" needles "${CONTAINS}")
+    foreach(needle IN LISTS needles)
+      string(FIND "${out}" "${needle}" at)
+      if(at EQUAL -1)
+        message(FATAL_ERROR "stdout lacks '${needle}'\n${shown}")
+      endif()
+    endforeach()
+  endif()
+  if(DEFINED ERROR_CONTAINS)
+    string(REPLACE "@@" ";" needles "${ERROR_CONTAINS}")
+    foreach(needle IN LISTS needles)
+      string(FIND "${err}" "${needle}" at)
+      if(at EQUAL -1)
+        message(FATAL_ERROR "stderr lacks '${needle}'\n${shown}")
+      endif()
+    endforeach()
+  endif()
+  if(ONE_LINE_ERROR)
+    if(NOT err MATCHES "^bitexact: error: [^\n]+\n$")
+      message(FATAL_ERROR "stderr is not one 'bitexact: error:' line\n${shown}")
+    endif()
+    if(NOT out STREQUAL "")
+      message(FATAL_ERROR "an error must not write to stdout\n${shown}")
+    endif()
+  endif()
+  return()
+endif()
+
+if(NOT TARGET bitexact_cli)
+  return()
+endif()
+
+set(BITEXACT_CLI_DRIVER ${CMAKE_CURRENT_LIST_FILE})
+set(BITEXACT_CLI_DATA ${CMAKE_CURRENT_BINARY_DIR}/cli)
+
+# bitexact_cli_test(name ARGS a b ... [RC n] [INPUT file] [EXPECT file]
+#                   [CONTAINS s ...] [ERROR_CONTAINS s ...] [ONE_LINE_ERROR])
+function(bitexact_cli_test name)
+  cmake_parse_arguments(T "ONE_LINE_ERROR" "RC;INPUT;EXPECT" "ARGS;CONTAINS;ERROR_CONTAINS" ${ARGN})
+  if(NOT DEFINED T_RC)
+    set(T_RC 0)
+  endif()
+  list(JOIN T_ARGS "|" joined)
+  set(definitions -DBINARY=$<TARGET_FILE:bitexact_cli> "-DARGS=${joined}" -DRC=${T_RC})
+  if(T_INPUT)
+    list(APPEND definitions -DINPUT=${T_INPUT})
+  endif()
+  if(T_EXPECT)
+    list(APPEND definitions -DEXPECT=${T_EXPECT})
+  endif()
+  if(T_CONTAINS)
+    list(JOIN T_CONTAINS "@@" contains)
+    list(APPEND definitions "-DCONTAINS=${contains}")
+  endif()
+  if(T_ERROR_CONTAINS)
+    list(JOIN T_ERROR_CONTAINS "@@" contains)
+    list(APPEND definitions "-DERROR_CONTAINS=${contains}")
+  endif()
+  if(T_ONE_LINE_ERROR)
+    list(APPEND definitions -DONE_LINE_ERROR=ON)
+  endif()
+  add_test(NAME cli_${name} COMMAND ${CMAKE_COMMAND} ${definitions} -P ${BITEXACT_CLI_DRIVER})
+endfunction()
+
+# Operand parsing, as a library user calls it.
+bitexact_add_test_program(test_cli_parse test_cli_parse.cpp)
+add_test(NAME cli_parse COMMAND test_cli_parse)
+
+# --- help and version --------------------------------------------------------
+bitexact_cli_test(help ARGS --help CONTAINS "trace OP" "eval FUNCTION" "demo")
+bitexact_cli_test(version ARGS --version CONTAINS "bitexact ${PROJECT_VERSION}")
+bitexact_cli_test(trace_help ARGS trace --help CONTAINS "--round MODE" "--output STYLE" "bf16:0xC013")
+bitexact_cli_test(eval_help ARGS eval --help CONTAINS "f16_mulAdd" "-rminMag" "--stop-on-error")
+bitexact_cli_test(demo_help ARGS demo --help CONTAINS "Section 3.3.2")
+
+# --- trace: the golden example -------------------------------------------------
+bitexact_cli_test(trace_golden_fp32_sum ARGS trace add fp32:0xC01A0E2E fp32:0xC0130000
+  CONTAINS "10.01011010000111000101110" "0xC0968717")
+bitexact_cli_test(trace_golden_to_bf16 ARGS trace add fp32:0xC01A0E2E fp32:0xC0130000 --to bf16
+  CONTAINS "0xC097" "-4.71875")
+bitexact_cli_test(trace_golden_convert ARGS trace convert fp32:0xC0968717 --to bf16
+  CONTAINS "0xC097" "-0.014759540557861328")
+bitexact_cli_test(trace_decimal_operands ARGS trace add -2.40625 -2.296875 --from bf16
+  CONTAINS "0xC096")
+bitexact_cli_test(trace_hex_float ARGS trace mul 0x1.8p-3 bf16:2 --to bf16 CONTAINS "0x3EC0")
+bitexact_cli_test(trace_mixed_accumulator ARGS trace add fp32:1 bf16:0x3C00 --to fp32 CONTAINS "0x3F810000")
+bitexact_cli_test(trace_json ARGS trace add fp32:0xC01A0E2E fp32:0xC0130000 --to bf16 --output json
+  CONTAINS "{" "C097")
+bitexact_cli_test(trace_round_toward_zero ARGS trace convert fp32:0xC0968717 --to bf16 --round toward_zero
+  CONTAINS "0xC096")
+bitexact_cli_test(trace_inexact_decimal_note ARGS trace add 0.1 0 CONTAINS "0x3DCCCCCD"
+  ERROR_CONTAINS "not exactly representable in fp32")
+bitexact_cli_test(trace_cmp ARGS trace cmp bf16:0xC01A -2.296875 --from bf16 CONTAINS "<")
+
+# --- every malformed-input class: exit 2 and one line on stderr ------------------
+bitexact_cli_test(error_no_command RC 2 ARGS frobnicate ONE_LINE_ERROR)
+bitexact_cli_test(error_unknown_operation RC 2 ARGS trace fly 1 2 ONE_LINE_ERROR)
+bitexact_cli_test(error_operand_count RC 2 ARGS trace add 1 ONE_LINE_ERROR ERROR_CONTAINS "expected 2 operands")
+bitexact_cli_test(error_malformed_decimal RC 2 ARGS trace add 1.2.3 1 ONE_LINE_ERROR ERROR_CONTAINS "expected a decimal")
+bitexact_cli_test(error_trailing_garbage RC 2 ARGS trace add 1.5x 1 ONE_LINE_ERROR)
+bitexact_cli_test(error_exponent_without_digits RC 2 ARGS trace add 1e 1 ONE_LINE_ERROR)
+bitexact_cli_test(error_unknown_format_prefix RC 2 ARGS trace add bf17:1 1 ONE_LINE_ERROR ERROR_CONTAINS "unknown format")
+bitexact_cli_test(error_pattern_too_wide RC 2 ARGS trace add bf16:0x1C013 bf16:1 ONE_LINE_ERROR
+  ERROR_CONTAINS "does not fit in bf16's 16 bits")
+bitexact_cli_test(error_pattern_bad_digit RC 2 ARGS trace add bf16:0xC0G3 bf16:1 ONE_LINE_ERROR)
+bitexact_cli_test(error_ambiguous_hex RC 2 ARGS trace add 0xC013 1 ONE_LINE_ERROR ERROR_CONTAINS "ambiguous")
+bitexact_cli_test(error_hex_float_without_exponent RC 2 ARGS trace add 0x1.8 1 ONE_LINE_ERROR)
+bitexact_cli_test(error_empty_operand RC 2 ARGS trace add bf16: 1 ONE_LINE_ERROR)
+bitexact_cli_test(error_decimal_overflow RC 2 ARGS trace add 1e39 1 ONE_LINE_ERROR ERROR_CONTAINS "beyond the largest finite")
+bitexact_cli_test(error_e4m3_infinity RC 2 ARGS trace add e4m3:inf e4m3:1 ONE_LINE_ERROR ERROR_CONTAINS "no infinity")
+bitexact_cli_test(error_inexact_refused RC 2 ARGS trace add 0.1 1 --exact-operands ONE_LINE_ERROR)
+bitexact_cli_test(error_mixed_formats_without_to RC 2 ARGS trace add bf16:1 fp16:1 ONE_LINE_ERROR ERROR_CONTAINS "--to")
+bitexact_cli_test(error_convert_without_to RC 2 ARGS trace convert 1 ONE_LINE_ERROR)
+bitexact_cli_test(error_unknown_option RC 2 ARGS trace add 1 1 --frobnicate ONE_LINE_ERROR)
+bitexact_cli_test(error_option_without_value RC 2 ARGS trace add 1 1 --to ONE_LINE_ERROR)
+bitexact_cli_test(error_bad_rounding_mode RC 2 ARGS trace add 1 1 --round sideways ONE_LINE_ERROR)
+bitexact_cli_test(error_bad_format_name RC 2 ARGS trace add 1 1 --to fp64 ONE_LINE_ERROR)
+bitexact_cli_test(error_bad_output_style RC 2 ARGS trace add 1 1 --output html ONE_LINE_ERROR)
+bitexact_cli_test(error_bad_tininess RC 2 ARGS trace add 1 1 --tininess never ONE_LINE_ERROR)
+bitexact_cli_test(error_bad_random_bits RC 2 ARGS trace add 1 1 --round stochastic --random-bits 0x1FFFFFFFF ONE_LINE_ERROR)
+bitexact_cli_test(error_stochastic_without_bits RC 2 ARGS trace add 1 1 --round stochastic ONE_LINE_ERROR)
+bitexact_cli_test(error_eval_unknown_function RC 2 ARGS eval f64_add ONE_LINE_ERROR)
+bitexact_cli_test(error_eval_no_function RC 2 ARGS eval ONE_LINE_ERROR)
+
+# --- eval: TestFloat lines, expected results worked out by hand ----------------------
+# Each case's comment says why its result and flags are what they are.
+file(WRITE ${BITEXACT_CLI_DATA}/f32_add.in
+  "3F800000 3F800000\n"   # 1 + 1 = 2, exact
+  "3f800000 33800000\n"   # 1 + 2^-24: exactly half an ulp, ties to even keeps 1; inexact (lower case in)
+  "3F800000 33800001\n"   # just above half an ulp: rounds up to 1 + 2^-23
+  "7F7FFFFF 7F7FFFFF\n"   # max + max overflows to +inf: overflow | inexact
+  "\n"                    # blank lines carry no case
+  "7F800000 FF800000\n"   # inf - inf: invalid, x86 default NaN
+  "00800000 80000001\n"   # 2^-126 - 2^-149: an exact subnormal, no flags
+  "C01A0E2E C0130000\n"   # the paper's sum, exact in fp32
+  "7FA00000 3F800000\n")  # signaling NaN: quieted, invalid
+file(WRITE ${BITEXACT_CLI_DATA}/f32_add.expected
+  "3F800000 3F800000 40000000 00\n"
+  "3F800000 33800000 3F800000 01\n"
+  "3F800000 33800001 3F800001 01\n"
+  "7F7FFFFF 7F7FFFFF 7F800000 05\n"
+  "7F800000 FF800000 FFC00000 10\n"
+  "00800000 80000001 007FFFFF 00\n"
+  "C01A0E2E C0130000 C0968717 00\n"
+  "7FA00000 3F800000 7FE00000 10\n")
+bitexact_cli_test(eval_f32_add ARGS eval f32_add INPUT ${BITEXACT_CLI_DATA}/f32_add.in
+  EXPECT ${BITEXACT_CLI_DATA}/f32_add.expected)
+
+file(WRITE ${BITEXACT_CLI_DATA}/f32_add_minmag.in "3F800000 33800001\nBF800000 B3800001\n")
+# Toward zero, 1 + (just over half an ulp) truncates to 1; the same for the negatives.
+file(WRITE ${BITEXACT_CLI_DATA}/f32_add_minmag.expected "3F800000 33800001 3F800000 01\nBF800000 B3800001 BF800000 01\n")
+bitexact_cli_test(eval_f32_add_testfloat_rounding ARGS eval f32_add -rminMag INPUT ${BITEXACT_CLI_DATA}/f32_add_minmag.in
+  EXPECT ${BITEXACT_CLI_DATA}/f32_add_minmag.expected)
+
+file(WRITE ${BITEXACT_CLI_DATA}/f32_mul.in "3FC00000 3FC00000\n00000001 3F000000\n")
+# 1.5 * 1.5 = 2.25 exactly; 2^-149 * 0.5 = 2^-150 ties between 0 and 2^-149 and goes to even 0: underflow | inexact.
+file(WRITE ${BITEXACT_CLI_DATA}/f32_mul.expected "3FC00000 3FC00000 40100000 00\n00000001 3F000000 00000000 03\n")
+bitexact_cli_test(eval_f32_mul ARGS eval f32_mul INPUT ${BITEXACT_CLI_DATA}/f32_mul.in EXPECT ${BITEXACT_CLI_DATA}/f32_mul.expected)
+
+file(WRITE ${BITEXACT_CLI_DATA}/f32_to_bf16.in "C0968717\n3F808000\n3F818000\n")
+# The paper's rounding (guard 1, sticky set: up); then two exact ties: 1+2^-8 stays 1 (even), 1+3*2^-8 goes up to even.
+file(WRITE ${BITEXACT_CLI_DATA}/f32_to_bf16.expected "C0968717 C097 01\n3F808000 3F80 01\n3F818000 3F82 01\n")
+bitexact_cli_test(eval_f32_to_bf16 ARGS eval f32_to_bf16 INPUT ${BITEXACT_CLI_DATA}/f32_to_bf16.in
+  EXPECT ${BITEXACT_CLI_DATA}/f32_to_bf16.expected)
+
+file(WRITE ${BITEXACT_CLI_DATA}/e4m3_add.in "7E 7E\n38 38\n")
+# 448 + 448 overflows; E4M3FN has no infinity, so the result is its NaN 0x7F: overflow | inexact. 1 + 1 = 2 exactly.
+file(WRITE ${BITEXACT_CLI_DATA}/e4m3_add.expected "7E 7E 7F 05\n38 38 40 00\n")
+bitexact_cli_test(eval_e4m3_add ARGS eval e4m3_add INPUT ${BITEXACT_CLI_DATA}/e4m3_add.in EXPECT ${BITEXACT_CLI_DATA}/e4m3_add.expected)
+
+file(WRITE ${BITEXACT_CLI_DATA}/f32_lt.in "3F800000 40000000\n7FC00000 3F800000\n")
+# 1 < 2; a quiet NaN makes the signaling lt unordered (false) and invalid.
+file(WRITE ${BITEXACT_CLI_DATA}/f32_lt.expected "3F800000 40000000 1 00\n7FC00000 3F800000 0 10\n")
+bitexact_cli_test(eval_f32_lt ARGS eval f32_lt INPUT ${BITEXACT_CLI_DATA}/f32_lt.in EXPECT ${BITEXACT_CLI_DATA}/f32_lt.expected)
+
+file(WRITE ${BITEXACT_CLI_DATA}/f32_to_i32.in "3FC00000\n4F000000\n")
+# 1.5 rounds to even 2 (no inexact without -exact); 2^31 is out of int32 range: x86's indefinite 0x80000000, invalid.
+file(WRITE ${BITEXACT_CLI_DATA}/f32_to_i32.expected "3FC00000 00000002 00\n4F000000 80000000 10\n")
+bitexact_cli_test(eval_f32_to_i32 ARGS eval f32_to_i32 INPUT ${BITEXACT_CLI_DATA}/f32_to_i32.in EXPECT ${BITEXACT_CLI_DATA}/f32_to_i32.expected)
+
+file(WRITE ${BITEXACT_CLI_DATA}/i32_to_f32.in "FFFFFFFF\n01000001\n")
+# -1 exactly; 2^24 + 1 ties between 2^24 and 2^24 + 2 and goes to even 2^24.
+file(WRITE ${BITEXACT_CLI_DATA}/i32_to_f32.expected "FFFFFFFF BF800000 00\n01000001 4B800000 01\n")
+bitexact_cli_test(eval_i32_to_f32 ARGS eval i32_to_f32 INPUT ${BITEXACT_CLI_DATA}/i32_to_f32.in EXPECT ${BITEXACT_CLI_DATA}/i32_to_f32.expected)
+
+file(WRITE ${BITEXACT_CLI_DATA}/bad_lines.in "3F800000 3F800000\nzz 3F800000\n3F800000\n3F800000 3F800000 1\n123456789 0\n40000000 40000000\n")
+file(WRITE ${BITEXACT_CLI_DATA}/bad_lines.expected "3F800000 3F800000 40000000 00\n40000000 40000000 40800000 00\n")
+bitexact_cli_test(eval_bad_lines_continue RC 1 ARGS eval f32_add INPUT ${BITEXACT_CLI_DATA}/bad_lines.in
+  EXPECT ${BITEXACT_CLI_DATA}/bad_lines.expected ERROR_CONTAINS "line 2:" "line 3:" "line 4:" "line 5:")
+bitexact_cli_test(eval_bad_line_stops RC 2 ARGS eval f32_add --stop-on-error INPUT ${BITEXACT_CLI_DATA}/bad_lines.in
+  CONTAINS "3F800000 3F800000 40000000 00" ERROR_CONTAINS "line 2:")
+
+# --- demo ------------------------------------------------------------------------------
+bitexact_cli_test(demo ARGS demo --additions 1000
+  CONTAINS "0xC0968717" "0xC097" "-0.014759540557861328" "01 + 11 = 10[0]" "with residue")

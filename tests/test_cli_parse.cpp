@@ -1,0 +1,96 @@
+// Operand parsing (include/bitexact/parse.hpp): every syntax gives exact bits,
+// inexact decimals are marked, and each malformed class is refused with a message.
+#include <doctest/doctest.h>
+
+#include <bitexact/parse.hpp>
+
+using namespace bitexact;
+
+namespace {
+std::uint32_t bits_of(std::string_view text, format default_format = fp32) {
+  const auto parsed = parse_operand(text, default_format);
+  REQUIRE_MESSAGE(parsed.ok(), parsed.error);
+  return parsed.operand.bits;
+}
+bool exact(std::string_view text, format default_format = fp32) {
+  return parse_operand(text, default_format).operand.exact;
+}
+std::string error_of(std::string_view text, format default_format = fp32) {
+  return parse_operand(text, default_format).error;
+}
+}  // namespace
+
+TEST_CASE("bit patterns need a prefix and fit their format") {
+  CHECK(bits_of("fp32:0xC01A0E2E") == 0xC01A0E2Eu);
+  CHECK(bits_of("bf16:0xC013") == 0xC013u);
+  CHECK(bits_of("e4m3:0x7e") == 0x7Eu);
+  CHECK(bits_of("tf32:0x7FFFF") == 0x7FFFFu);
+  CHECK(parse_operand("bf16:0xC013", fp32).operand.fmt == bf16);
+  CHECK(error_of("bf16:0x1C013").find("does not fit in bf16's 16 bits") != std::string::npos);
+  CHECK(error_of("tf32:0x80000").find("does not fit") != std::string::npos);
+  CHECK(error_of("0xC013").find("ambiguous") != std::string::npos);
+  CHECK_FALSE(error_of("bf16:0xC0G3").empty());
+  CHECK_FALSE(error_of("bf16:0x").empty());
+}
+
+TEST_CASE("decimals convert exactly when they can and are marked when rounded") {
+  CHECK(bits_of("-2.296875") == 0xC0130000u);
+  CHECK(bits_of("-2.40625", bf16) == 0xC01Au);
+  CHECK(bits_of("bf16:-2.40625") == 0xC01Au);
+  CHECK(bits_of("-4.703990459442139") == 0xC0968717u);  // the paper's sum, as printed there
+  CHECK_FALSE(exact("-4.703990459442139"));
+  CHECK(bits_of("1e-3") == 0x3A83126Fu);
+  CHECK(bits_of("0.1") == 0x3DCCCCCDu);
+  CHECK_FALSE(exact("0.1"));
+  CHECK(exact("0.5"));
+  CHECK(bits_of("-0") == 0x80000000u);
+  CHECK(bits_of("1.4e-45") == 0x00000001u);   // the smallest subnormal
+  CHECK(bits_of("1e-50") == 0u);               // far below it: rounds to zero
+  CHECK(parse_operand("1e-50", fp32).operand.rounded_to_zero);
+  CHECK(bits_of("448", e4m3) == 0x7Eu);
+  CHECK(bits_of("65504", fp16) == 0x7BFFu);
+  CHECK(bits_of("1.0009765625", bf16) == 0x3F80u);  // 1 + 2^-10: rounds to 1 in bf16
+  CHECK(error_of("1e39").find("beyond the largest finite fp32") != std::string::npos);
+  CHECK(error_of("65520", fp16).find("beyond") != std::string::npos);  // rounds to inf in fp16
+  CHECK(error_of("480", e4m3).find("beyond") != std::string::npos);    // rounds to e4m3's NaN pattern
+}
+
+TEST_CASE("C hex floats") {
+  CHECK(bits_of("0x1.8p-3") == 0x3E400000u);
+  CHECK(bits_of("-0x1p+127") == 0xFF000000u);
+  CHECK(bits_of("0x1.fffffep127") == 0x7F7FFFFFu);
+  CHECK(bits_of("bf16:0x1.8p-3") == 0x3E40u);
+  CHECK(bits_of("0x1.000001p0") == 0x3F800000u);  // 1 + 2^-24: a tie, to even
+  CHECK_FALSE(exact("0x1.000001p0"));
+  CHECK(error_of("0x1.8").find("binary exponent") != std::string::npos);
+  CHECK_FALSE(error_of("0x1.8p").empty());
+}
+
+TEST_CASE("specials") {
+  CHECK(bits_of("inf") == 0x7F800000u);
+  CHECK(bits_of("-inf") == 0xFF800000u);
+  CHECK(bits_of("bf16:-inf") == 0xFF80u);
+  CHECK(bits_of("nan") == 0x7FC00000u);
+  CHECK(bits_of("-nan", bf16) == 0xFFC0u);
+  CHECK(bits_of("e4m3:nan") == 0x7Fu);
+  CHECK(error_of("e4m3:inf").find("no infinity") != std::string::npos);
+}
+
+TEST_CASE("malformed input is refused with a message, never a value") {
+  for (const char* text : {"", "bf16:", "1.2.3", "1e", "1e+", "abc", "--1", "1.5x", ".", "+", "bf17:1", "0x", "1 2"}) {
+    INFO(text);
+    CHECK_FALSE(error_of(text).empty());
+  }
+  CHECK(error_of("bf17:1").find("unknown format 'bf17'") != std::string::npos);
+}
+
+TEST_CASE("format and rounding mode names") {
+  CHECK(format_from_name("bfloat16") == bf16);
+  CHECK(format_from_name("f16") == fp16);
+  CHECK(format_from_name("fp8_e4m3") == e4m3);
+  CHECK_FALSE(format_from_name("fp64"));
+  CHECK(rounding_mode_from_name("minMag") == rounding_mode::toward_zero);
+  CHECK(rounding_mode_from_name("near_maxMag") == rounding_mode::nearest_away);
+  CHECK(rounding_mode_from_name("rup") == rounding_mode::upward);
+  CHECK_FALSE(rounding_mode_from_name("sideways"));
+}

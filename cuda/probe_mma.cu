@@ -9,7 +9,9 @@
 // captures left it open); for those tiles the probe also counts mismatches of
 // neighbouring zero-term exponents.
 //
-//   probe_mma [--quick]     (--quick: 1M outputs per variant, for a smoke test)
+//   probe_mma [--quick] [--save DIR]
+//   --quick: 1M outputs per variant, for a smoke test; --save: write the tiles
+//   whose GPU outputs decide the sign of a zero result, in the capture layout.
 #include <bitexact/mma.hpp>
 #include <chrono>
 #include <cstdarg>
@@ -125,7 +127,35 @@ Tiles generate(int variant, int count, uint64_t seed) {
 constexpr int kZeroTermCandidates[] = {-126, -127, -128, -129, -130, -131, -132, -133, -134, -136, -140, -150, -100000};
 constexpr int kCandidates = sizeof kZeroTermCandidates / sizeof kZeroTermCandidates[0];
 
+// Catches the exact sum of a fused step, to tell which zero results decide the
+// sign rule (a negative sum that rounds to zero, or a sum of negative zeros).
+struct sum_catcher {
+  std::int64_t sum = 0;
+  void on(const bx::fused_sum_event& e) { sum = e.sum; }
+};
+
+bool every_term_negative_zero(std::span<const uint16_t> a, std::span<const uint16_t> b, uint32_t c, bool c_is_f16) {
+  const uint32_t c_sign = c_is_f16 ? 0x8000u : 0x80000000u;
+  if (c != c_sign) return false;
+  for (size_t k = 0; k < a.size(); ++k) {
+    const bool zero = (a[k] & 0x7FFF) == 0 || (b[k] & 0x7FFF) == 0;
+    if (!zero || (((a[k] ^ b[k]) >> 15) & 1) == 0) return false;
+  }
+  return true;
+}
+
+// Tiles whose GPU outputs decide the sign of a zero result, kept for tests/data.
+struct saved_tiles {
+  std::mutex lock;
+  std::vector<std::pair<const Tiles*, size_t>> taken;
+  std::vector<uint32_t> classes;
+  std::vector<uint16_t> a, b;
+  std::vector<uint32_t> c, d;
+};
+constexpr size_t kSavedTilesPerVariant = 48;
+
 struct variant_result {
+  saved_tiles saved;
   probe::tally outputs;
   std::atomic<uint64_t> class_outputs[kClassSlots] = {}, class_mismatches[kClassSlots] = {};
   std::atomic<uint64_t> candidate_mismatches[kCandidates] = {}, tiny_outputs{0};
@@ -136,6 +166,47 @@ std::string hex(uint32_t bits, int digits) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%0*X", digits, bits);
   return buf;
+}
+
+void save_tile(const Tiles& t, size_t tile, saved_tiles& saved) {
+  std::lock_guard<std::mutex> guard(saved.lock);
+  if (saved.classes.size() >= kSavedTilesPerVariant) return;
+  const std::pair<const Tiles*, size_t> key{&t, tile};
+  if (std::find(saved.taken.begin(), saved.taken.end(), key) != saved.taken.end()) return;
+  saved.taken.push_back(key);
+  const size_t outputs = (size_t)t.m * 8;
+  saved.classes.push_back(t.classes[tile]);
+  saved.a.insert(saved.a.end(), &t.a[tile * t.m * 16], &t.a[tile * t.m * 16] + t.m * 16);
+  saved.b.insert(saved.b.end(), &t.b[tile * 128], &t.b[tile * 128] + 128);
+  saved.c.insert(saved.c.end(), &t.c[tile * outputs], &t.c[tile * outputs] + outputs);
+  saved.d.insert(saved.d.end(), &t.d[tile * outputs], &t.d[tile * outputs] + outputs);
+}
+
+// Writes saved tiles in the capture's BXMMA01 layout (cuda/capture/README.md).
+void write_saved(const std::string& path, int variant, int rows, bool c_is_f16, const saved_tiles& saved) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) {
+    std::perror(path.c_str());
+    std::exit(3);
+  }
+  const char magic[8] = {'B', 'X', 'M', 'M', 'A', '0', '1', 0};
+  std::fwrite(magic, 1, 8, f);
+  const uint32_t header[6] = {(uint32_t)variant, (uint32_t)rows, 8, 16, (uint32_t)saved.classes.size(),
+                              c_is_f16 ? 2u : 4u};
+  std::fwrite(header, 4, 6, f);
+  const size_t outputs = (size_t)rows * 8;
+  for (size_t i = 0; i < saved.classes.size(); ++i) {
+    const uint32_t tile_header[2] = {saved.classes[i], 0};
+    std::fwrite(tile_header, 4, 2, f);
+    std::fwrite(&saved.a[i * rows * 16], 2, rows * 16, f);
+    std::fwrite(&saved.b[i * 128], 2, 128, f);
+    for (const auto* acc : {&saved.c, &saved.d})
+      for (size_t j = 0; j < outputs; ++j) {
+        const uint32_t bits = (*acc)[i * outputs + j];
+        std::fwrite(&bits, c_is_f16 ? 2 : 4, 1, f);
+      }
+  }
+  std::fclose(f);
 }
 
 template <bx::format Acc, bx::format In>
@@ -165,6 +236,15 @@ void compare_tile(const Tiles& t, size_t tile, variant_result& r) {
           if (bx::fused_multiply_add_step<Acc, In>(unit, row, column, c[i]).result.bits != gpu) ++r.candidate_mismatches[z];
         }
       }
+      if ((gpu & (Acc.width() == 32 ? 0x7FFFFFFFu : 0x7FFFu)) == 0) {
+        sum_catcher caught;
+        bx::fused_multiply_add_step<Acc, In>(bx::sm90_tensor_core, row, column, c[i], caught);
+        std::array<uint16_t, 16> row_bits, column_bits;
+        for (int k = 0; k < 16; ++k) row_bits[k] = row[k].bits, column_bits[k] = column[k].bits;
+        if (caught.sum < 0 || (caught.sum == 0 && every_term_negative_zero(row_bits, column_bits, c[i].bits,
+                                                                              Acc.width() == 16)))
+          save_tile(t, tile, r.saved);
+      }
       if (d[i].bits == gpu) continue;
       ++wrong;
       if (r.outputs.mismatches.load() >= 5) {
@@ -187,7 +267,9 @@ void compare_tile(const Tiles& t, size_t tile, variant_result& r) {
   }
 }
 
-bool probe_variant(int variant, const char* name, uint64_t outputs) {
+std::string save_dir;  // --save DIR: write the zero-sign tiles there
+
+bool probe_variant(int variant, const char* name, const char* file_name, uint64_t outputs) {
   const int rows = variant == kWgmmaBf16F32 ? 64 : 16;
   const uint64_t tiles = outputs / (rows * 8);
   constexpr uint64_t chunk = 16384;
@@ -207,6 +289,11 @@ bool probe_variant(int variant, const char* name, uint64_t outputs) {
     });
   }
   const bool ok = r.outputs.report();
+  if (!save_dir.empty()) {
+    write_saved(save_dir + "/" + file_name, variant, rows, variant == kMmaF16F16, r.saved);
+    std::printf("    saved %zu tiles that decide the sign of zero results to %s/%s\n", r.saved.classes.size(),
+                save_dir.c_str(), file_name);
+  }
   for (int slot = 0; slot < kClassSlots; ++slot)
     if (r.class_outputs[slot])
       std::printf("    class %-16s outputs %12llu  mismatches %llu\n", class_name(slot),
@@ -226,15 +313,19 @@ bool probe_variant(int variant, const char* name, uint64_t outputs) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    else if (std::strcmp(argv[i], "--save") == 0 && i + 1 < argc) save_dir = argv[++i];
+  }
   probe::print_device();
   const uint64_t per_variant = quick ? (1u << 20) : (uint64_t{1} << 25);
   const auto start = std::chrono::steady_clock::now();
   bool ok = true;
-  ok &= probe_variant(kMmaBf16F32, "mma.m16n8k16 f32.bf16.bf16.f32", per_variant);
-  ok &= probe_variant(kMmaF16F32, "mma.m16n8k16 f32.f16.f16.f32", per_variant);
-  ok &= probe_variant(kMmaF16F16, "mma.m16n8k16 f16.f16.f16.f16", per_variant);
-  ok &= probe_variant(kWgmmaBf16F32, "wgmma.m64n8k16 f32.bf16.bf16", per_variant);
+  ok &= probe_variant(kMmaBf16F32, "mma.m16n8k16 f32.bf16.bf16.f32", "mma_bf16_f32.bin", per_variant);
+  ok &= probe_variant(kMmaF16F32, "mma.m16n8k16 f32.f16.f16.f32", "mma_f16_f32.bin", per_variant);
+  ok &= probe_variant(kMmaF16F16, "mma.m16n8k16 f16.f16.f16.f16", "mma_f16_f16.bin", per_variant);
+  ok &= probe_variant(kWgmmaBf16F32, "wgmma.m64n8k16 f32.bf16.bf16", "wgmma_bf16_f32.bin", per_variant);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("probe_mma: %llu outputs in %.1f s: %s\n", (unsigned long long)(4 * per_variant), seconds,
               ok ? "all zero mismatches" : "MISMATCHES FOUND");

@@ -3,6 +3,7 @@
 //
 //   g++ -O2 -std=c++20 -Iinclude -o /tmp/make_test_data tools/make_test_data.cpp
 //   /tmp/make_test_data .captures tests/data [--tiles N] [--wgmma-tiles N] [--fp32 N] [--bf16 N] [--cvt N] [--all]
+//                       [--capture-command TEXT]   (how the capture was made, for the provenance header)
 //
 // Tensor-core tiles: the two layout-check tiles, then an equal share of each
 // structured class. Within a class, half the share goes to the tiles that
@@ -37,6 +38,8 @@ struct options {
   std::size_t tiles = 302, wgmma_tiles = 122, fp32 = 4096, bf16 = 8192, cvt = 8192;
   bool all = false;
   std::string command_line;
+  // How the capture was made (the default is the capture program).
+  std::string capture_command = "OUT=<dir> bash cuda/capture/run_capture.sh (cuda/capture/README.md)";
 };
 
 // GPU, driver, CUDA and capture date, read from the capture's info.txt.
@@ -202,7 +205,7 @@ void subset_mma(const options& o, const std::string& name, std::size_t wanted, c
   }
   std::ostringstream provenance;
   provenance << environment << "Instruction: " << mma_instruction(m.variant) << "\n"
-             << "Capture: OUT=<dir> bash cuda/capture/run_capture.sh (cuda/capture/README.md), file " << name << ", "
+             << "Capture: " << o.capture_command << ", file " << name << ", "
              << m.tiles << " tiles\nSubset: " << o.command_line << "\nKept: " << chosen.size() << " tiles (class:count";
   for (auto [cls, count] : per_class) provenance << " " << cls << ":" << count;
   provenance << ")\n";
@@ -242,7 +245,7 @@ void subset_section(const options& o, const capture::Ops& ops, const std::string
     for (std::uint32_t i : chosen) p.uint_n(a.at(i), a.element_bytes);
   std::ostringstream provenance;
   provenance << environment << "Section: " << s.name << "\n"
-             << "Capture: OUT=<dir> bash cuda/capture/run_capture.sh (cuda/capture/README.md), file ops.bin, "
+             << "Capture: " << o.capture_command << ", file ops.bin, "
              << s.count << " cases\nSubset: " << o.command_line << "\nKept: " << chosen.size()
              << " cases (every case of each kept block of 16" << extra_rule << ")\n";
   write_file(o.out + "/" + file_name, test_data::kind::scalar_section, provenance.str(), p.bytes);
@@ -277,6 +280,7 @@ int main(int argc, char** argv) {
     else if (arg == "--bf16") o.bf16 = number();
     else if (arg == "--cvt") o.cvt = number();
     else if (arg == "--all") o.all = true;
+    else if (arg == "--capture-command" && i + 1 < argc) o.capture_command = argv[++i];
     else {
       std::fprintf(stderr, "unknown argument %s\n", arg.c_str());
       return 2;

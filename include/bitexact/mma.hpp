@@ -10,9 +10,12 @@
 // products chain steps, the rounded result of one being C of the next.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <span>
+#include <type_traits>
 
 #include "environment.hpp"
 #include "format.hpp"
@@ -36,7 +39,7 @@ struct fused_sum_unit {
 // Hopper mma.sync m16n8k16 and wgmma k=16: all 16 products in one step,
 // rounded toward zero into fp32 but to nearest-even into fp16 (probes: 2.36M
 // outputs of four variants, 0 mismatches, docs/hardware.md). The zero-term
-// exponent is the lead's -133: the captures only bound it to <= -128.
+// exponent -133 is pinned by probe_mma's tiny-products tiles (-132 and -134 fail).
 inline constexpr fused_sum_unit sm90_tensor_core{16, 25, -133, rounding_mode::toward_zero,
                                                  rounding_mode::nearest_even};
 // Ampere, from Fasi et al. and MMA-Sim, not probed here (no sm_80 GPU):
@@ -85,6 +88,40 @@ constexpr std::int64_t truncate_to(std::uint64_t significand, int exponent, int 
   return static_cast<std::int64_t>(significand >> shift);
 }
 
+// The unit's environment for an Acc accumulator: its own rounding, canonical NaNs.
+template <format Acc>
+constexpr environment fused_sum_environment(const fused_sum_unit& unit) {
+  environment env;
+  env.rounding = Acc == fp16 ? unit.fp16_rounding : unit.fp32_rounding;
+  env.nans = nan_policy::canonical;
+  return env;
+}
+
+// The end of every fused step, traced or fast: the exact sum of the kept
+// terms (in units of 2^lsb_exponent) rounded once, in round_pack.
+template <format Acc, class O>
+BITEXACT_INLINE constexpr rounded<Acc> round_fused_sum(const environment& env, std::int64_t sum, int lsb_exponent,
+                                                       bool every_term_negative_zero, O&& obs) {
+  flags raised;
+  // The unit never returns -0: an exact-zero sum, even of negative zeros, and a
+  // negative sum that rounds to zero both give +0 (probe_mma, zeros and
+  // tiny-products tiles on H200).
+  (void)every_term_negative_zero;
+  if (sum == 0) {
+    report(obs, special_event{special_reason::zero_result});
+    return {value<Acc>::zero(false), raised};
+  }
+  const bool sign = sum < 0;
+  const auto magnitude = static_cast<std::uint64_t>(sign ? -sum : sum);
+  report(obs, exact_event{sign, magnitude, lsb_exponent, false, false});
+  const value<Acc> result =
+      round_pack<Acc>(sign, lsb_exponent, magnitude, false, env, raised, obs);
+  // The unit overflows to infinity even when it rounds toward zero (probe: class 10 tiles).
+  if (raised.any(flags::overflow)) return {value<Acc>::infinity(sign), raised};
+  if (result.is_zero()) return {value<Acc>::zero(false), raised};
+  return {result, raised};
+}
+
 }  // namespace detail
 
 // One fused step: sum over k of a[k] * b[k], plus c, rounded once to Acc.
@@ -92,9 +129,6 @@ template <format Acc, format In, class O = no_observer>
 constexpr rounded<Acc> fused_multiply_add_step(const fused_sum_unit& unit, std::span<const value<In>> a,
                                                std::span<const value<In>> b, value<Acc> c, O&& obs = {}) {
   flags raised;
-  environment env;
-  env.rounding = Acc == fp16 ? unit.fp16_rounding : unit.fp32_rounding;
-  env.nans = nan_policy::canonical;
 
   // Special values decide the result before any alignment.
   bool any_nan = c.is_nan(), positive_infinity = false, negative_infinity = false;
@@ -144,23 +178,15 @@ constexpr rounded<Acc> fused_multiply_add_step(const fused_sum_unit& unit, std::
     bool truncated = false;
     const std::int64_t kept = detail::truncate_to(terms[k].significand, terms[k].exponent, lsb_exponent, truncated);
     sum += terms[k].sign ? -kept : kept;
-    if constexpr (is_observing<O>) {
+    // Built only for an observer that listens to terms: a plain trace of the core events skips them.
+    if constexpr (requires { obs.on(fused_term_event{}); }) {
       obs.on(fused_term_event{k == count ? -1 : static_cast<int>(k), terms[k].sign, terms[k].significand,
                               terms[k].exponent, terms[k].nominal, terms[k].sign ? -kept : kept, truncated});
     }
   }
   report(obs, fused_sum_event{max_exponent, lsb_exponent, sum});
-  if (sum == 0) {
-    report(obs, special_event{special_reason::zero_result});
-    return {value<Acc>::zero(every_term_negative_zero), raised};
-  }
-  const bool sign = sum < 0;
-  const auto magnitude = static_cast<std::uint64_t>(sign ? -sum : sum);
-  report(obs, exact_event{sign, magnitude, lsb_exponent, false, false});
-  const value<Acc> result = round_pack<Acc>(sign, lsb_exponent, magnitude, false, env, raised, obs);
-  // The unit overflows to infinity even when it rounds toward zero (probe: class 10 tiles).
-  if (raised.any(flags::overflow)) return {value<Acc>::infinity(sign), raised};
-  return {result, raised};
+  return detail::round_fused_sum<Acc>(detail::fused_sum_environment<Acc>(unit), sum, lsb_exponent,
+                                     every_term_negative_zero, obs);
 }
 
 // A dot product of any length as the unit runs it: steps of
@@ -178,16 +204,255 @@ constexpr rounded<Acc> fused_dot(const fused_sum_unit& unit, std::span<const val
   return accumulator;
 }
 
+// mma_m16n8k16 through fused_dot, one output at a time: the reference the
+// fast path is tested against.
+template <format Acc, format In>
+constexpr void mma_m16n8k16_reference(const fused_sum_unit& unit, std::span<const value<In>, 256> a,
+                                      std::span<const value<In>, 128> b, std::span<const value<Acc>, 128> c,
+                                      std::span<value<Acc>, 128> d) {
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 8; ++n)
+      d[m * 8 + n] = fused_dot(unit, a.subspan(m * 16, 16), b.subspan(n * 16, 16), c[m * 8 + n]).result;
+}
+
+namespace detail {
+
+// The fast path of mma_m16n8k16, for callers without an observer: the same
+// terms, e_max, truncation and exact sum as fused_multiply_add_step (which
+// stays the reference and the traced path), for a row of eight outputs at a
+// time, from operands decoded once per tile.
+//
+// It works in floats because that is exact here and vectorises on any x86-64:
+// a product of two significands of at most 12 bits is exact in a float's 24;
+// scaling it by a power of two is exact while it stays normal; and converting
+// a float to an integer truncates toward zero, which is what the unit does to
+// every term. A term is product * 2^(headroom - distance), distance = e_max -
+// its nominal exponent, headroom = how far its last bit sits above 2^(e_max -
+// kept_fraction_bits) when it holds e_max. Inf and NaN operands, and sums that
+// come out exactly zero (whose sign needs every term), take the generic path.
+inline constexpr int fast_zero_nominal = -8192;  // far below any zero_term_exponent: zeros never set e_max
+inline constexpr int fast_max_distance = 100;  // a 24-bit term 100 places down truncates to 0, and 2^-100 is normal
+
+// GCC/Clang vector types of 16 bytes (SSE2 on any x86-64, NEON on ARM). A row
+// of D is eight outputs: exponents in eight 16-bit lanes (one register, and
+// SSE2 has 16-bit max and min), terms in two halves of four float lanes.
+// Written lane by lane instead, GCC vectorises the wrong loop (strided over k).
+using lane_floats = float __attribute__((vector_size(16)));
+using lane_ints = std::int32_t __attribute__((vector_size(16)));
+using lane_exponents = std::int16_t __attribute__((vector_size(16)));
+
+// 2^(headroom - distance) for eight lanes, as the bit patterns of two float
+// vectors: the exponent field sits in the upper 16 bits of each float, so
+// interleaving zeros below (headroom + 127 - distance) << 7 builds it.
+BITEXACT_INLINE void fast_scales(lane_exponents distance, int headroom, lane_floats& low, lane_floats& high) {
+  const lane_exponents clamped = distance < fast_max_distance ? distance : lane_exponents{} + fast_max_distance;
+  const lane_exponents upper = (static_cast<std::int16_t>(127 + headroom) - clamped) << 7;
+  const lane_exponents zero{};
+  low = std::bit_cast<lane_floats>(__builtin_shufflevector(zero, upper, 0, 8, 1, 9, 2, 10, 3, 11));
+  high = std::bit_cast<lane_floats>(__builtin_shufflevector(zero, upper, 4, 12, 5, 13, 6, 14, 7, 15));
+}
+
+// trunc(x * scale) lane by lane: x is an exact small integer in a float, scale a power of two.
+BITEXACT_INLINE lane_ints fast_term(lane_floats signed_significand, lane_floats scale) {
+  return __builtin_convertvector(signed_significand * scale, lane_ints);
+}
+
+// Decodes xs into signed significands (exact small integers in floats) and
+// nominal exponents, branch-free so that it vectorises; returns whether any
+// element is Inf or NaN.
+template <format F, std::size_t N>
+BITEXACT_INLINE bool decode_fast(const value<F>* xs, float* signed_significand, std::int16_t* nominal_exponent) {
+  constexpr auto top_exponent = static_cast<std::uint32_t>(F.max_biased_exponent());
+  std::uint32_t special = 0;
+  for (std::size_t i = 0; i < N; ++i) {
+    const std::uint32_t bits = xs[i].bits;
+    const std::uint32_t biased = (bits >> F.fraction_bits) & top_exponent;
+    const std::uint32_t significand = (bits & value<F>::fraction_mask()) | (std::uint32_t{biased != 0} << F.fraction_bits);
+    const std::uint32_t sign = (bits >> (F.width() - 1)) & 1;
+    signed_significand[i] =
+        std::bit_cast<float>(std::bit_cast<std::uint32_t>(static_cast<float>(static_cast<int>(significand))) | (sign << 31));
+    // A subnormal competes as if its exponent field were 1; a zero not at all.
+    nominal_exponent[i] = static_cast<std::int16_t>(
+        significand == 0 ? fast_zero_nominal : static_cast<int>(biased | std::uint32_t{biased == 0}) - F.bias());
+    special |= std::uint32_t{biased == top_exponent};
+  }
+  return special != 0;
+}
+
+// Whether the float arithmetic above is exact for this unit and these formats,
+// and no partial sum of 8 products and C leaves an int32 (each product term is
+// below 2^(kept_fraction_bits + 2), C's below 2^(kept_fraction_bits + 1)).
+template <format Acc, format In>
+inline constexpr bool fast_path_formats =
+#if !defined(__GNUC__)
+    false &&  // the fast path is written with GCC/Clang vector types
+#endif
+    In.has_infinity() && Acc.has_infinity() && In.precision() <= 12 && Acc.precision() <= 24;
+
+template <format Acc, format In>
+constexpr bool fast_path_applies(const fused_sum_unit& unit) {
+  return fast_path_formats<Acc, In> && unit.kept_fraction_bits <= 25 && unit.kept_fraction_bits >= 2 * In.fraction_bits &&
+         unit.kept_fraction_bits >= Acc.fraction_bits && unit.products_per_step >= 1 &&
+         unit.zero_term_exponent > fast_zero_nominal / 2;
+}
+
+// The fast path's rare cases (an infinite addend, an exact-zero sum) call the
+// generic step out of line, so that it does not crowd the loops around it.
+template <format Acc, format In>
+[[gnu::noinline, gnu::cold]] value<Acc> fused_step_out_of_line(const fused_sum_unit& unit,
+                                                               std::span<const value<In>> a,
+                                                               std::span<const value<In>> b, value<Acc> c) {
+  return fused_multiply_add_step<Acc, In>(unit, a, b, c).result;
+}
+
+// What one step of one row of D reads: A's row from the step's first product,
+// B's rows (k, all eight n) from the same k, and the row's addends.
+struct fast_step_operands {
+  const float* a_significand;
+  const std::int16_t* a_nominal;
+  const lane_floats (*b_significand)[2];  // [k][half]
+  const lane_exponents* b_nominal;        // [k]
+  lane_floats c_significand[2];
+  lane_exponents c_nominal;
+};
+
+// e_max and the exact sum of the kept terms for eight outputs of one step of
+// `count` products (Count when nonzero, known at compile time so that the loops unroll).
+template <int Count>
+BITEXACT_INLINE void fast_step_sums(int count, const fast_step_operands& x, const fused_sum_unit& unit,
+                                    int product_headroom, int addend_headroom, int* max_exponent, std::int64_t* sum) {
+  const int products = Count != 0 ? Count : count;
+  const lane_exponents zero_term = lane_exponents{} + static_cast<std::int16_t>(unit.zero_term_exponent);
+  lane_exponents top = x.c_nominal > zero_term ? x.c_nominal : zero_term;
+  lane_exponents nominal[16];  // a tile step has at most 16 products
+  for (int k = 0; k < products; ++k) {
+    nominal[k] = x.b_nominal[k] + x.a_nominal[k];
+    top = nominal[k] > top ? nominal[k] : top;
+  }
+  std::int64_t lane_sum[8] = {};
+  // Eight products at a time in int32 lanes (the bound in fast_path_applies), C with the first eight.
+  for (int block = 0; block < products; block += 8) {
+    const int block_end = block + 8 < products ? block + 8 : products;
+    lane_ints partial_low{}, partial_high{};
+    if (block == 0) {
+      lane_floats low, high;
+      fast_scales(top - x.c_nominal, addend_headroom, low, high);
+      partial_low = fast_term(x.c_significand[0], low);
+      partial_high = fast_term(x.c_significand[1], high);
+    }
+    for (int k = block; k < block_end; ++k) {
+      lane_floats low, high;
+      fast_scales(top - nominal[k], product_headroom, low, high);
+      partial_low += fast_term(x.b_significand[k][0] * x.a_significand[k], low);
+      partial_high += fast_term(x.b_significand[k][1] * x.a_significand[k], high);
+    }
+    for (int lane = 0; lane < 4; ++lane) {
+      lane_sum[lane] += partial_low[lane];
+      lane_sum[lane + 4] += partial_high[lane];
+    }
+  }
+  for (int n = 0; n < 8; ++n) {
+    max_exponent[n] = top[n];
+    sum[n] = lane_sum[n];
+  }
+}
+
+// mma_m16n8k16 without an observer, with the unit's rounding mode fixed at
+// compile time (FixedMode >= 0) so that round_pack's mode switch folds away.
+template <format Acc, format In, int FixedMode>
+bool mma_m16n8k16_fast_kernel(const fused_sum_unit& unit, std::span<const value<In>, 256> a,
+                              std::span<const value<In>, 128> b, std::span<const value<Acc>, 128> c,
+                              std::span<value<Acc>, 128> d) {
+  environment env = fused_sum_environment<Acc>(unit);
+  if constexpr (FixedMode >= 0) env.rounding = static_cast<rounding_mode>(FixedMode);
+  // A row-major as given; B transposed to [k][n], so that a row of D reads eight neighbours.
+  float a_significand[16][16], b_by_column[128];
+  std::int16_t a_nominal[16][16], b_nominal_by_column[128];
+  lane_floats b_significand[16][2];
+  lane_exponents b_nominal[16];
+  const bool special = decode_fast<In, 256>(a.data(), &a_significand[0][0], &a_nominal[0][0]) |
+                       decode_fast<In, 128>(b.data(), b_by_column, b_nominal_by_column);
+  if (special) return false;
+  for (int k = 0; k < 16; ++k)
+    for (int n = 0; n < 8; ++n) {
+      b_significand[k][n / 4][n % 4] = b_by_column[n * 16 + k];
+      b_nominal[k][n] = b_nominal_by_column[n * 16 + k];
+    }
+
+  const int product_headroom = unit.kept_fraction_bits - 2 * In.fraction_bits;
+  const int addend_headroom = unit.kept_fraction_bits - Acc.fraction_bits;
+  const int step = unit.products_per_step;
+  for (int m = 0; m < 16; ++m) {
+    value<Acc> accumulator[8];
+    for (int n = 0; n < 8; ++n) accumulator[n] = c[m * 8 + n];
+    for (int k0 = 0; k0 < 16; k0 += step) {
+      const int k_end = k0 + step < 16 ? k0 + step : 16;
+      float c_significand[8];
+      std::int16_t c_nominal[8];
+      const bool special_addend = decode_fast<Acc, 8>(accumulator, c_significand, c_nominal);
+      // An earlier step overflowed to infinity: this step is the generic one's special case.
+      const auto generic_step = [&](int n) {
+        return fused_step_out_of_line<Acc, In>(unit, a.subspan(m * 16 + k0, k_end - k0),
+                                               b.subspan(n * 16 + k0, k_end - k0), accumulator[n]);
+      };
+      if (special_addend) {
+        for (int n = 0; n < 8; ++n) accumulator[n] = generic_step(n);
+        continue;
+      }
+
+      int max_exponent[8];
+      std::int64_t sum[8];
+      fast_step_operands operands{&a_significand[m][k0], &a_nominal[m][k0], &b_significand[k0], &b_nominal[k0], {}, {}};
+      std::memcpy(operands.c_significand, c_significand, sizeof c_significand);
+      std::memcpy(&operands.c_nominal, c_nominal, sizeof c_nominal);
+      // The usual steps get loops of known length, which unroll with the eight lanes in registers.
+      if (k_end - k0 == 16) fast_step_sums<16>(16, operands, unit, product_headroom, addend_headroom, max_exponent, sum);
+      else if (k_end - k0 == 8) fast_step_sums<8>(8, operands, unit, product_headroom, addend_headroom, max_exponent, sum);
+      else fast_step_sums<0>(k_end - k0, operands, unit, product_headroom, addend_headroom, max_exponent, sum);
+
+      for (int n = 0; n < 8; ++n)
+        accumulator[n] = sum[n] == 0 ? generic_step(n)
+                                     : round_fused_sum<Acc>(env, sum[n], max_exponent[n] - unit.kept_fraction_bits,
+                                                            false, no_observer{})
+                                           .result;
+    }
+    for (int n = 0; n < 8; ++n) d[m * 8 + n] = accumulator[n];
+  }
+  return true;
+}
+
+// mma_m16n8k16 without an observer. Returns false, having written nothing,
+// when the tile holds Inf or NaN inputs (the generic path decides those).
+template <format Acc, format In>
+bool mma_m16n8k16_fast(const fused_sum_unit& unit, std::span<const value<In>, 256> a,
+                       std::span<const value<In>, 128> b, std::span<const value<Acc>, 128> c,
+                       std::span<value<Acc>, 128> d) {
+  switch (fused_sum_environment<Acc>(unit).rounding) {
+    case rounding_mode::toward_zero:
+      return mma_m16n8k16_fast_kernel<Acc, In, static_cast<int>(rounding_mode::toward_zero)>(unit, a, b, c, d);
+    case rounding_mode::nearest_even:
+      return mma_m16n8k16_fast_kernel<Acc, In, static_cast<int>(rounding_mode::nearest_even)>(unit, a, b, c, d);
+    default: return mma_m16n8k16_fast_kernel<Acc, In, -1>(unit, a, b, c, d);
+  }
+}
+
+}  // namespace detail
+
 // mma.sync.aligned.m16n8k16.row.col: A is 16x16 row-major, B is 16x8 with
 // element (k, n) at b[n * 16 + k] (column-major, as ".col" names it), C and D
 // are 16x8 row-major. Logical layout only: fragments are the caller's concern.
+// Runs the fast path when it applies; its results equal the generic
+// fused_dot's bit for bit (tests/test_mma_fast_path.cpp compares them).
 template <format Acc, format In>
 constexpr void mma_m16n8k16(const fused_sum_unit& unit, std::span<const value<In>, 256> a,
                             std::span<const value<In>, 128> b, std::span<const value<Acc>, 128> c,
                             std::span<value<Acc>, 128> d) {
-  for (int m = 0; m < 16; ++m)
-    for (int n = 0; n < 8; ++n)
-      d[m * 8 + n] = fused_dot(unit, a.subspan(m * 16, 16), b.subspan(n * 16, 16), c[m * 8 + n]).result;
+  if constexpr (detail::fast_path_formats<Acc, In>) {
+    if (!std::is_constant_evaluated() && detail::fast_path_applies<Acc, In>(unit) &&
+        detail::mma_m16n8k16_fast<Acc, In>(unit, a, b, c, d))
+      return;
+  }
+  mma_m16n8k16_reference(unit, a, b, c, d);
 }
 
 }  // namespace bitexact

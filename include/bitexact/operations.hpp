@@ -158,8 +158,8 @@ constexpr rounded<R> add_or_sub(operation op, value<A> a, value<B> b, const envi
       }
       report(obs, special_event{special_reason::infinity_operand});
       const bool sign = ua.kind == value_class::infinity ? ua.sign : ub.sign;
-      if constexpr (R.has_infinity()) return finish(value<R>::infinity(sign), raised, obs);
-      else return finish(invalid_result<R>(env, raised), raised, obs);
+      if constexpr (!R.has_infinity()) raised.bits |= flags::invalid;
+      return finish(infinity_result<R>(sign, env), raised, obs);
     }
     if (ua.kind == value_class::zero && ub.kind == value_class::zero) {
       report(obs, special_event{special_reason::zero_result});
@@ -193,9 +193,9 @@ constexpr exact_product multiply_exactly(const unpacked& x, const unpacked& y) {
   return {x.sign != y.sign, std::uint64_t{x.significand} * y.significand, x.exponent + y.exponent};
 }
 
-constexpr std::uint64_t integer_sqrt(std::uint64_t n) {
-  std::uint64_t root = 0;
-  for (std::uint64_t bit = std::uint64_t{1} << 62; bit != 0; bit >>= 2) {
+constexpr uint128 integer_sqrt(uint128 n) {
+  uint128 root = 0;
+  for (uint128 bit = uint128{1} << 126; bit != 0; bit >>= 2) {
     if (n >= root + bit) {
       n -= root + bit;
       root = (root >> 1) + bit;
@@ -238,8 +238,8 @@ constexpr auto mul(value<A> a, value<B> b, const environment& env = {}, O&& obs 
         return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
       }
       report(obs, special_event{special_reason::infinity_operand});
-      if constexpr (Rf.has_infinity()) return detail::finish(value<Rf>::infinity(sign), raised, obs);
-      else return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
+      if constexpr (!Rf.has_infinity()) raised.bits |= flags::invalid;
+      return detail::finish(infinity_result<Rf>(sign, env), raised, obs);
     }
     report(obs, special_event{special_reason::zero_result});  // an operand is zero
     return detail::finish(value<Rf>::zero(sign), raised, obs);
@@ -263,8 +263,8 @@ constexpr auto fma(value<A> a, value<B> b, value<C> c, const environment& env = 
   const bool product_invalid = (ua.kind == value_class::infinity && ub.kind == value_class::zero) ||
                                (ua.kind == value_class::zero && ub.kind == value_class::infinity);
   if (is_nan(ua.kind) || is_nan(ub.kind) || is_nan(uc.kind)) {
-    // x86 raises invalid for 0 * inf even when the addend is a quiet NaN.
-    if (product_invalid) raised.bits |= flags::invalid;
+    // A NaN operand decides the result before 0 * inf is looked at: x86's
+    // vfmadd raises nothing for fma(0, inf, quiet NaN) (host SSE sweep).
     report(obs, special_event{special_reason::nan_operand});
     return detail::finish(propagate_nan<Rf>(env, raised, a, b, c), raised, obs);
   }
@@ -276,8 +276,8 @@ constexpr auto fma(value<A> a, value<B> b, value<C> c, const environment& env = 
   if (product_infinite || uc.kind == value_class::infinity) {
     report(obs, special_event{special_reason::infinity_operand});
     const bool sign = product_infinite ? product_sign : uc.sign;
-    if constexpr (Rf.has_infinity()) return detail::finish(value<Rf>::infinity(sign), raised, obs);
-    else return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
+    if constexpr (!Rf.has_infinity()) raised.bits |= flags::invalid;
+    return detail::finish(infinity_result<Rf>(sign, env), raised, obs);
   }
   const bool product_zero = ua.kind == value_class::zero || ub.kind == value_class::zero;
   if (product_zero && uc.kind == value_class::zero) {
@@ -325,23 +325,23 @@ constexpr auto div(value<A> a, value<B> b, const environment& env = {}, O&& obs 
     return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
   }
   if (a_inf || b_zero) {
-    if (b_zero) raised.bits |= flags::divide_by_zero;
+    if (b_zero && !a_inf) raised.bits |= flags::divide_by_zero;  // inf / 0 is an exact infinity: no flag
     report(obs, special_event{b_zero ? special_reason::division_by_zero : special_reason::infinity_operand});
-    if constexpr (Rf.has_infinity()) return detail::finish(value<Rf>::infinity(sign), raised, obs);
-    else return detail::finish(value<Rf>::default_nan(sign), raised, obs);
+    return detail::finish(infinity_result<Rf>(sign, env), raised, obs);
   }
   if (a_zero || b_inf) {
     report(obs, special_event{special_reason::zero_result});
     return detail::finish(value<Rf>::zero(sign), raised, obs);
   }
-  // Enough quotient bits (at least 40) that the remainder only decides the sticky bit.
-  const int dividend_shift = 63 - msb_index(std::uint64_t{ua.significand});
-  const std::uint64_t dividend = std::uint64_t{ua.significand} << dividend_shift;
-  const std::uint64_t quotient = dividend / ub.significand;
+  // At least 104 quotient bits: stochastic rounding reads 32 bits below the
+  // last kept one exactly, and the remainder only decides what lies beyond.
+  const int dividend_shift = 127 - msb_index(std::uint64_t{ua.significand});
+  const uint128 dividend = uint128{ua.significand} << dividend_shift;
+  const uint128 quotient = dividend / ub.significand;
   const bool remainder = dividend % ub.significand != 0;
   const int exponent = ua.exponent - dividend_shift - ub.exponent;
   report(obs, exact_event{sign, quotient, exponent, remainder, false});
-  return detail::finish(round_pack<Rf>(sign, exponent, quotient, remainder, env, raised, obs), raised, obs);
+  return detail::finish(detail::round_wide<Rf>(sign, exponent, quotient, remainder, env, raised, obs), raised, obs);
 }
 
 template <format R = same_format, format A, class O = no_observer>
@@ -364,24 +364,25 @@ constexpr auto sqrt(value<A> a, const environment& env = {}, O&& obs = {}) {
   }
   if (ua.kind == value_class::infinity) {
     report(obs, special_event{special_reason::infinity_operand});
-    if constexpr (Rf.has_infinity()) return detail::finish(value<Rf>::infinity(false), raised, obs);
-    else return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
+    if constexpr (!Rf.has_infinity()) raised.bits |= flags::invalid;
+    return detail::finish(infinity_result<Rf>(false, env), raised, obs);
   }
-  // Make the exponent even and the radicand about 62 bits, so the integer
-  // root has at least 31 bits and the remainder only decides the sticky bit.
-  std::uint64_t radicand = ua.significand;
+  // Make the exponent even and the radicand about 126 bits, so the integer
+  // root has at least 62 bits (stochastic rounding reads 32 below the last
+  // kept one) and the remainder only decides the sticky bit.
+  uint128 radicand = ua.significand;
   int exponent = ua.exponent;
   if (exponent & 1) {
     radicand <<= 1;
     --exponent;
   }
-  const int pair_shift = (62 - msb_index(radicand)) & ~1;
+  const int pair_shift = (126 - msb_index(radicand)) & ~1;
   radicand <<= pair_shift;
   exponent -= pair_shift;
-  const std::uint64_t root = detail::integer_sqrt(radicand);
+  const uint128 root = detail::integer_sqrt(radicand);
   const bool remainder = root * root != radicand;
   report(obs, exact_event{false, root, exponent / 2, remainder, false});
-  return detail::finish(round_pack<Rf>(false, exponent / 2, root, remainder, env, raised, obs), raised, obs);
+  return detail::finish(detail::round_wide<Rf>(false, exponent / 2, root, remainder, env, raised, obs), raised, obs);
 }
 
 // Conversion between any two formats: exact when R holds A's values, else one rounding.
@@ -397,8 +398,8 @@ constexpr rounded<R> convert(value<A> a, const environment& env = {}, O&& obs = 
   if (ua.kind == value_class::infinity) {
     report(obs, special_event{special_reason::infinity_operand});
     // E4M3FN has no infinity: OCP's non-saturating conversion gives NaN.
-    if constexpr (R.has_infinity()) return detail::finish(value<R>::infinity(ua.sign), raised, obs);
-    else return detail::finish(invalid_result<R>(env, raised), raised, obs);
+    if constexpr (!R.has_infinity()) raised.bits |= flags::invalid;
+    return detail::finish(infinity_result<R>(ua.sign, env), raised, obs);
   }
   if (ua.kind == value_class::zero) {
     report(obs, special_event{special_reason::zero_result});
@@ -456,8 +457,8 @@ constexpr rounded<R> from_double(double x, const environment& env = {}) {
   no_observer none;
   if (biased == 0x7FF) {
     if (fraction == 0) {
-      if constexpr (R.has_infinity()) return {value<R>::infinity(sign), raised};
-      else return {invalid_result<R>(env, raised), raised};
+      if constexpr (!R.has_infinity()) raised.bits |= flags::invalid;
+      return {infinity_result<R>(sign, env), raised};
     }
     if (!(fraction >> 51)) raised.bits |= flags::invalid;  // signaling NaN
     if (env.nans == nan_policy::canonical) return {value<R>::canonical_nan(), raised};

@@ -8,20 +8,27 @@
 #include "environment.hpp"
 #include "format.hpp"
 #include "observer.hpp"
+#include "specialize.hpp"
 
 namespace bitexact {
 
-// What lies below the last kept bit, as the rounding decision needs it.
+// What lies below the last kept bit, as the rounding decision needs it: the
+// discarded bits left-aligned in a word (the first one at bit 63) and whether
+// anything nonzero lies below that word. Each rounding mode reads only the
+// parts it needs, so nothing else is computed on the way.
 struct discarded_bits {
-  bool guard = false;   // first bit below the last kept bit
-  bool round = false;   // second
-  bool sticky = false;  // OR of everything further down
+  std::uint64_t field = 0;
+  bool below_field = false;
+
+  constexpr bool guard() const { return (field >> 63) != 0; }         // first bit below the last kept bit
+  constexpr bool round() const { return ((field >> 62) & 1) != 0; }  // second
+  constexpr bool sticky() const { return ((field << 2) != 0) | below_field; }  // OR of everything further down
+  constexpr bool after_guard() const { return ((field << 1) != 0) | below_field; }  // round or sticky
+  constexpr bool any() const { return (field != 0) | below_field; }
   // The 32 bits below the last kept bit, and whether anything lies beyond
   // them: stochastic rounding compares this fraction of an ulp with random bits.
-  std::uint32_t top32 = 0;
-  bool beyond_top32 = false;
-
-  constexpr bool any() const { return guard || round || sticky; }
+  constexpr std::uint32_t top32() const { return static_cast<std::uint32_t>(field >> 32); }
+  constexpr bool beyond_top32() const { return (static_cast<std::uint32_t>(field) != 0) | below_field; }
 };
 
 struct split_significand {
@@ -31,32 +38,16 @@ struct split_significand {
 
 // Keep significand >> shift; describe the shift-out. inexact_below says the
 // exact value has more nonzero bits below significand's bit 0.
-constexpr split_significand split_at(std::uint64_t significand, int shift, bool inexact_below) {
-  if (shift <= 0) {
-    discarded_bits none;
-    none.sticky = none.beyond_top32 = inexact_below;
-    return {significand << -shift, none};
-  }
-  if (shift > 100) shift = 100;  // a 64-bit significand is wholly sticky by then
-  const uint128 sig = significand;
-  const auto bit = [&](int position) { return position >= 0 && ((sig >> position) & 1) != 0; };
-  const auto low_nonzero = [&](int count) {  // any of bits [0, count)
-    if (count <= 0) return false;
-    if (count >= 128) return sig != 0;
-    return (sig & ((uint128{1} << count) - 1)) != 0;
-  };
-  discarded_bits d;
-  d.guard = bit(shift - 1);
-  d.round = bit(shift - 2);
-  d.sticky = low_nonzero(shift - 2) || inexact_below;
-  if (shift >= 32) {
-    d.top32 = static_cast<std::uint32_t>(sig >> (shift - 32));
-    d.beyond_top32 = low_nonzero(shift - 32) || inexact_below;
-  } else {
-    d.top32 = static_cast<std::uint32_t>((sig & ((uint128{1} << shift) - 1)) << (32 - shift));
-    d.beyond_top32 = inexact_below;
-  }
-  return {static_cast<std::uint64_t>(sig >> shift), d};
+BITEXACT_INLINE constexpr split_significand split_at(std::uint64_t significand, int shift, bool inexact_below) {
+  if (shift <= 0) return {significand << -shift, {0, inexact_below}};
+  // Every operation keeps some bits of its significand: one 64-bit shift each way.
+  if (shift < 64) [[likely]]
+    return {significand >> shift, {significand << (64 - shift), inexact_below}};
+  // Nothing is kept: the 64 bits below the last kept bit are significand >> field_shift.
+  const int field_shift = shift - 64;
+  if (field_shift >= 64) return {0, {0, significand != 0 || inexact_below}};
+  const bool below_field = (significand & ((std::uint64_t{1} << field_shift) - 1)) != 0;
+  return {0, {significand >> field_shift, below_field || inexact_below}};
 }
 
 struct rounding_decision {
@@ -64,41 +55,57 @@ struct rounding_decision {
   rounding_reason reason;
 };
 
-constexpr rounding_decision decide_rounding(rounding_mode mode, bool sign, bool kept_odd, const discarded_bits& d,
-                                            std::uint32_t random_bits) {
-  if (!d.any()) return {false, rounding_reason::exact};
-  const bool after_guard = d.round || d.sticky;
+// The rounding mode is the same from one operation to the next, the discarded
+// bits are not: branch on the mode only, and compute the increment from the
+// bits with bitwise logic (a mispredicted branch on the guard bit costs more
+// than the whole operation). The reason is only read by observers.
+BITEXACT_INLINE constexpr rounding_decision decide_rounding(rounding_mode mode, bool sign, bool kept_odd,
+                                                            const discarded_bits& d, std::uint32_t random_bits) {
+  const bool inexact = d.any();
+  const bool guard = d.guard();
+  rounding_decision decision{false, rounding_reason::exact};
   switch (mode) {
     case rounding_mode::nearest_even:
-      if (!d.guard) return {false, rounding_reason::below_half};
-      if (after_guard) return {true, rounding_reason::above_half};
-      return kept_odd ? rounding_decision{true, rounding_reason::tie_to_even}
-                      : rounding_decision{false, rounding_reason::tie_stays_even};
+      decision.increment = guard & (d.after_guard() | kept_odd);
+      decision.reason = !guard           ? rounding_reason::below_half
+                        : d.after_guard() ? rounding_reason::above_half
+                        : kept_odd        ? rounding_reason::tie_to_even
+                                          : rounding_reason::tie_stays_even;
+      break;
     case rounding_mode::nearest_away:
-      if (!d.guard) return {false, rounding_reason::below_half};
-      return {true, after_guard ? rounding_reason::above_half : rounding_reason::tie_away};
-    case rounding_mode::toward_zero: return {false, rounding_reason::toward_zero};
+      decision.increment = guard;
+      decision.reason = !guard           ? rounding_reason::below_half
+                        : d.after_guard() ? rounding_reason::above_half
+                                          : rounding_reason::tie_away;
+      break;
+    case rounding_mode::toward_zero: decision.reason = rounding_reason::toward_zero; break;
     case rounding_mode::upward:
-      return sign ? rounding_decision{false, rounding_reason::directed_truncate}
-                  : rounding_decision{true, rounding_reason::directed_up};
+      decision.increment = !sign;
+      decision.reason = sign ? rounding_reason::directed_truncate : rounding_reason::directed_up;
+      break;
     case rounding_mode::downward:
-      return sign ? rounding_decision{true, rounding_reason::directed_up}
-                  : rounding_decision{false, rounding_reason::directed_truncate};
+      decision.increment = sign;
+      decision.reason = sign ? rounding_reason::directed_up : rounding_reason::directed_truncate;
+      break;
     case rounding_mode::to_odd:
-      return {!kept_odd, kept_odd ? rounding_reason::odd_already : rounding_reason::odd_bit_set};
-    case rounding_mode::stochastic: {
-      const bool up = d.top32 > random_bits || (d.top32 == random_bits && d.beyond_top32);
-      return {up, up ? rounding_reason::stochastic_up : rounding_reason::stochastic_down};
-    }
+      decision.increment = !kept_odd;
+      decision.reason = kept_odd ? rounding_reason::odd_already : rounding_reason::odd_bit_set;
+      break;
+    case rounding_mode::stochastic:
+      decision.increment = (d.top32() > random_bits) | ((d.top32() == random_bits) & d.beyond_top32());
+      decision.reason = decision.increment ? rounding_reason::stochastic_up : rounding_reason::stochastic_down;
+      break;
   }
-  return {false, rounding_reason::exact};
+  decision.increment &= inexact;
+  if (!inexact) decision.reason = rounding_reason::exact;
+  return decision;
 }
 
 // The largest finite value or infinity, as the rounding mode sends an overflow.
 template <format F>
-constexpr value<F> overflow_result(bool sign, rounding_mode mode) {
+constexpr value<F> overflow_result(bool sign, const environment& env) {
   bool to_infinity = false;
-  switch (mode) {
+  switch (env.rounding) {
     case rounding_mode::nearest_even:
     case rounding_mode::nearest_away:
     case rounding_mode::stochastic: to_infinity = true; break;
@@ -107,16 +114,13 @@ constexpr value<F> overflow_result(bool sign, rounding_mode mode) {
     case rounding_mode::upward: to_infinity = !sign; break;
     case rounding_mode::downward: to_infinity = sign; break;
   }
-  if (!to_infinity) return value<F>::max_finite(sign);
-  // E4M3FN has no infinity: an overflow that would reach it is NaN (OCP's non-saturating mode).
-  if constexpr (F.has_infinity()) return value<F>::infinity(sign);
-  else return value<F>::default_nan(sign);
+  return to_infinity ? infinity_result<F>(sign, env) : value<F>::max_finite(sign);
 }
 
 // Round (-1)^sign * significand * 2^exponent (+ a little more when
 // inexact_below) into format F. significand must be nonzero.
 template <format F, class O = no_observer>
-constexpr value<F> round_pack(bool sign, int exponent, std::uint64_t significand, bool inexact_below,
+BITEXACT_INLINE constexpr value<F> round_pack(bool sign, int exponent, std::uint64_t significand, bool inexact_below,
                               const environment& env, flags& raised, O&& obs = {}) {
   const int leading_exponent = exponent + msb_index(significand);
   const bool subnormal = leading_exponent < F.min_exponent();
@@ -145,8 +149,8 @@ constexpr value<F> round_pack(bool sign, int exponent, std::uint64_t significand
   }
 
   if constexpr (is_observing<O>) {
-    obs.on(rounding_event{F, env.rounding, sign, lsb_exponent, unrounded_kept, dropped.guard, dropped.round,
-                          dropped.sticky, decision.increment, decision.reason,
+    obs.on(rounding_event{F, env.rounding, sign, lsb_exponent, unrounded_kept, dropped.guard(), dropped.round(),
+                          dropped.sticky(), decision.increment, decision.reason,
                           carry_out || (subnormal && (kept >> F.fraction_bits) != 0), subnormal, tiny});
   }
 
@@ -155,7 +159,7 @@ constexpr value<F> round_pack(bool sign, int exponent, std::uint64_t significand
   if (result_exponent > F.max_exponent() || nan_pattern_reached) {
     raised.bits |= flags::overflow | flags::inexact;
     report(obs, special_event{special_reason::overflow});
-    return overflow_result<F>(sign, env.rounding);
+    return overflow_result<F>(sign, env);
   }
   if (tiny && env.flush_to_zero) {
     raised.bits |= flags::underflow | flags::inexact;

@@ -41,6 +41,14 @@ constexpr value<R> propagate_nan(const environment& env, flags& raised, value<Fs
   return result;
 }
 
+// Where an infinity results: the infinity, or, in E4M3FN, which has none, a
+// NaN of that sign (OCP's non-saturating rule; canonical under CUDA's policy).
+template <format R>
+constexpr value<R> infinity_result(bool sign, const environment& env) {
+  if constexpr (R.has_infinity()) return value<R>::infinity(sign);
+  else return env.nans == nan_policy::canonical ? value<R>::canonical_nan() : value<R>::default_nan(sign);
+}
+
 // The NaN of an invalid operation on non-NaN operands (inf - inf, 0 * inf, ...).
 template <format R>
 constexpr value<R> invalid_result(const environment& env, flags& raised) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "bits.hpp"
 #include "environment.hpp"
 #include "format.hpp"
 
@@ -24,17 +25,24 @@ struct unpacked {
 };
 
 template <format F>
-constexpr unpacked unpack(value<F> x, const environment& env = {}) {
+BITEXACT_INLINE constexpr unpacked unpack(value<F> x, const environment& env = {}) {
   unpacked u;
   u.sign = x.sign();
   const auto biased = static_cast<int>(x.biased_exponent());
   const std::uint32_t fraction = x.fraction();
-  if (x.is_nan()) {
+  // Normal values first: the common case is settled by one test of the exponent field.
+  const bool normal =
+      F.has_infinity() ? biased != 0 && biased != F.max_biased_exponent() : biased != 0 && !x.is_nan();
+  if (normal) [[likely]] {
+    u.kind = value_class::normal;
+    u.significand = fraction | (1u << F.fraction_bits);
+    u.exponent = biased - F.bias() - F.fraction_bits;
+  } else if (x.is_nan()) {
     u.kind = x.is_signaling_nan() ? value_class::signaling_nan : value_class::quiet_nan;
     u.significand = fraction;
   } else if (x.is_inf()) {
     u.kind = value_class::infinity;
-  } else if (biased == 0) {
+  } else {  // biased == 0
     u.kind = fraction == 0 ? value_class::zero : value_class::subnormal;
     if (u.kind == value_class::subnormal && env.denormals_are_zero) {
       u.kind = value_class::zero;
@@ -43,10 +51,6 @@ constexpr unpacked unpack(value<F> x, const environment& env = {}) {
       u.significand = fraction;
       u.exponent = F.min_exponent() - F.fraction_bits;
     }
-  } else {
-    u.kind = value_class::normal;
-    u.significand = fraction | (1u << F.fraction_bits);
-    u.exponent = biased - F.bias() - F.fraction_bits;
   }
   return u;
 }

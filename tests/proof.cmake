@@ -1,0 +1,25 @@
+# The independent proof of the core arithmetic against tests/oracle (see docs/proof.md).
+bitexact_add_test_program(test_proof
+  test_proof_fp8.cpp test_proof_convert.cpp test_proof_fp32.cpp test_env_flags.cpp)
+target_include_directories(test_proof PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+add_test(NAME proof_fp8 COMMAND test_proof -ts=proof_fp8)
+add_test(NAME proof_convert COMMAND test_proof -ts=proof_convert)
+add_test(NAME proof_bf16_fp16 COMMAND test_proof -ts=proof_bf16_fp16)
+add_test(NAME proof_fp32 COMMAND test_proof -ts=proof_fp32)
+add_test(NAME proof_env COMMAND test_proof -ts=proof_env)
+
+# The long sweeps: always built, registered as tests (label "exhaustive") only
+# when -DBITEXACT_EXHAUSTIVE=ON, so a plain `ctest` never starts them.
+option(BITEXACT_EXHAUSTIVE "Register the exhaustive proof sweeps (hours of CPU) with ctest" OFF)
+bitexact_add_test_program(test_proof_exhaustive test_proof_exhaustive.cpp)
+target_include_directories(test_proof_exhaustive PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+find_package(Threads REQUIRED)
+target_link_libraries(test_proof_exhaustive PRIVATE Threads::Threads)
+if(BITEXACT_EXHAUSTIVE)
+  foreach(sweep "bf16 add" "bf16 sub" "bf16 mul" "fp16 add" "fp16 mul" "fp32 to bf16" "fp32 to fp16"
+                "fp32 add, mul, fma, div, sqrt")
+    string(REGEX REPLACE "[^a-z0-9]+" "_" test_name "${sweep}")
+    add_test(NAME proof_exhaustive_${test_name} COMMAND test_proof_exhaustive "-tc=${sweep}*")
+    set_tests_properties(proof_exhaustive_${test_name} PROPERTIES LABELS exhaustive TIMEOUT 0)
+  endforeach()
+endif()

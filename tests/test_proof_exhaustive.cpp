@@ -162,7 +162,7 @@ TEST_SUITE("proof_exhaustive") {
   TEST_CASE("fp32 to bf16: every value in every mode") { sweep_every_fp32_into<bf16>(); }
   TEST_CASE("fp32 to fp16: every value in every mode") { sweep_every_fp32_into<fp16>(); }
 
-  TEST_CASE("fp32 add, mul, fma, div, sqrt: 10^8 cases against the oracle and the host SSE unit") {
+  TEST_CASE("fp32 arithmetic: 10^8 add/mul/fma/div/sqrt cases against the oracle and the host SSE unit") {
     // Count: BITEXACT_PROOF_FP32_CASES (default 10^8) operand sets, each in
     // the four SSE rounding modes; every one is checked core vs oracle and
     // core vs SSE (the fused ops only where the CPU has FMA3).

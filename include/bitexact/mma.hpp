@@ -47,23 +47,6 @@ inline constexpr fused_sum_unit sm90_tensor_core{16, 25, -133, rounding_mode::to
 inline constexpr fused_sum_unit sm80_tensor_core{8, 24, -132, rounding_mode::toward_zero,
                                                  rounding_mode::nearest_even};
 
-// One term of a fused step after alignment, for traces.
-struct fused_term_event {
-  int index;                 // product k of the step, or -1 for the addend C
-  bool sign;
-  std::uint64_t significand;  // exact: product of significands, or C's
-  int exponent;              // of the significand's last bit
-  int nominal_exponent;      // the exponent that competes for e_max
-  std::int64_t kept;         // signed multiple of 2^(e_max - kept_fraction_bits) that survives
-  bool truncated;            // whether bits were cut away
-};
-
-struct fused_sum_event {
-  int max_exponent;   // e_max
-  int lsb_exponent;   // e_max - kept_fraction_bits
-  std::int64_t sum;   // exact sum of the kept terms, in units of 2^lsb_exponent
-};
-
 namespace detail {
 
 // A term's exponent as the hardware compares it: that of the leading bit
@@ -229,7 +212,7 @@ namespace detail {
 // every term. A term is product * 2^(headroom - distance), distance = e_max -
 // its nominal exponent, headroom = how far its last bit sits above 2^(e_max -
 // kept_fraction_bits) when it holds e_max. Inf and NaN operands, and sums that
-// come out exactly zero (whose sign needs every term), take the generic path.
+// come out exactly zero (the zero rule then reads the terms), take the generic path.
 inline constexpr int fast_zero_nominal = -8192;  // far below any zero_term_exponent: zeros never set e_max
 inline constexpr int fast_max_distance = 100;  // a 24-bit term 100 places down truncates to 0, and 2^-100 is normal
 

@@ -111,6 +111,24 @@ struct result_event {
   flags raised;
 };
 
+// Events of a tensor core's fused multi-term step (mma.hpp).
+// One term after alignment to the largest term's exponent.
+struct fused_term_event {
+  int index;                 // product k of the step, or -1 for the addend C
+  bool sign;
+  std::uint64_t significand;  // exact: product of significands, or C's
+  int exponent;              // of the significand's last bit
+  int nominal_exponent;      // the exponent that competes for e_max
+  std::int64_t kept;         // signed multiple of 2^(e_max - kept_fraction_bits) that survives
+  bool truncated;            // whether bits were cut away
+};
+
+struct fused_sum_event {
+  int max_exponent;   // e_max
+  int lsb_exponent;   // e_max - kept_fraction_bits
+  std::int64_t sum;   // exact sum of the kept terms, in units of 2^lsb_exponent
+};
+
 struct no_observer {};
 
 // An observer is anything with these members; a type that has none of them

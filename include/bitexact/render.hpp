@@ -125,11 +125,93 @@ inline int fraction_digits_of(const std::string& binary) {
   return static_cast<int>((end == std::string::npos ? binary.size() : end) - point - 1);
 }
 
+// A fused step's terms against 2^e_max: integer digits, the point, the
+// kept_fraction_bits fraction digits the window keeps, a bar, then the bits
+// cut away (up to the lowest one any term holds, at most 40 places).
+inline std::vector<piece> fused_row(bool negative, uint128 significand, int exponent, const fused_step_record& f,
+                                    int top, int lowest) {
+  std::vector<piece> pieces = bit_row(negative, significand, exponent, f.max_exponent, top - f.max_exponent + 1,
+                                      f.kept_fraction_bits, [](int) { return bit_role::kept; });
+  if (lowest < f.lsb_exponent) {
+    std::string cut = "|";
+    for (int place = f.lsb_exponent - 1; place >= lowest; --place) {
+      const int position = place - exponent;
+      cut += position >= 0 && position < 128 && ((significand >> position) & 1) ? '1' : '0';
+    }
+    pieces.push_back({cut, bit_role::shifted_out});
+  }
+  return pieces;
+}
+
+inline std::vector<section> fused_layout(const trace& t) {
+  const fused_step_record& f = *t.fused;
+  std::vector<section> doc;
+  const int products = static_cast<int>(f.terms.size()) - 1;
+  {
+    section s{products >= 0
+                  ? fmt::format("fused multiply-add step: {} products + C -> {}", products, name_of(t.result_format))
+                  : fmt::format("fused multiply-add step -> {}", name_of(t.result_format)),
+              {}};
+    s.lines.push_back(text_line("rounding", fmt::format("{} ({}), once, after the exact sum of the kept terms",
+                                                        describe(t.env.rounding), name_of(t.env.rounding))));
+    if (!f.terms.empty())
+      s.lines.push_back(text_line("window", fmt::format("e_max = {}: every term is cut toward zero to a multiple of "
+                                                        "2^{} ({} fraction bits below 2^e_max)",
+                                                        f.max_exponent, f.lsb_exponent, f.kept_fraction_bits)));
+    doc.push_back(std::move(s));
+  }
+  if (!t.special_notes.empty() && f.terms.empty()) {
+    section s{"special case", {}};
+    for (const auto& note : t.special_notes) s.lines.push_back(text_line("", note));
+    doc.push_back(std::move(s));
+  }
+  if (!f.terms.empty()) {
+    int top = f.max_exponent + 1;  // a product of significands in [1, 4) has two integer digits
+    int lowest = f.lsb_exponent;
+    for (const auto& term : f.terms) {
+      const fused_term_event& e = term.event;
+      if (e.significand == 0) continue;
+      top = std::max(top, e.exponent + msb_index(e.significand));
+      lowest = std::min(lowest, e.exponent + std::countr_zero(e.significand));
+    }
+    const bool sum_negative = f.sum < 0;
+    const auto sum_magnitude = static_cast<std::uint64_t>(sum_negative ? -f.sum : f.sum);
+    if (sum_magnitude) top = std::max(top, f.lsb_exponent + msb_index(sum_magnitude));
+    lowest = std::max(lowest, f.lsb_exponent - 40);
+
+    section s{fmt::format("terms (× 2^{}; kept bits | bits truncated away)", f.max_exponent), {}};
+    for (const auto& term : f.terms) {
+      const fused_term_event& e = term.event;
+      std::vector<piece> pieces = fused_row(e.sign, e.significand, e.exponent, f, top, lowest);
+      std::string note = fmt::format("  nominal 2^{}", e.significand == 0 ? 0 : e.nominal_exponent);
+      if (e.significand == 0) note = "  zero";
+      else if (e.truncated)
+        note += fmt::format(", truncated {} (lost {})", term.truncated_bits, to_decimal(term.truncated_value));
+      else note += ", exact in the window";
+      pieces.push_back({note});
+      s.lines.push_back({e.index < 0 ? std::string("C") : fmt::format("p{}", e.index), pieces});
+    }
+    s.lines.push_back({"=", fused_row(sum_negative, sum_magnitude, f.lsb_exponent, f, top, lowest)});
+    s.lines.push_back(text_line("", fmt::format("fused sum of the kept terms: {} × 2^{} = {}", f.sum, f.lsb_exponent,
+                                                to_decimal(f.kept_sum))));
+    s.lines.push_back(text_line("", fmt::format("exact sum before truncation: {} (truncation lost {})",
+                                                to_decimal(f.exact_sum), to_decimal(f.exact_sum - f.kept_sum))));
+    doc.push_back(std::move(s));
+  }
+  if (!t.special_notes.empty() && !f.terms.empty()) {
+    section s{"special case", {}};
+    for (const auto& note : t.special_notes) s.lines.push_back(text_line("", note));
+    doc.push_back(std::move(s));
+  }
+  return doc;
+}
+
 inline std::vector<section> layout(const trace& t) {
   std::vector<section> doc;
+  if (t.fused) doc = fused_layout(t);
 
   // The heading: what ran, in which environment.
-  {
+  if (!t.fused) {
     std::string operand_formats;
     for (const auto& operand : t.operands)
       operand_formats += (operand_formats.empty() ? "" : ", ") + std::string(name_of(operand.fmt));
@@ -168,7 +250,7 @@ inline std::vector<section> layout(const trace& t) {
   }
 
   // Special cases decide some results without arithmetic.
-  if (!t.special_notes.empty()) {
+  if (!t.special_notes.empty() && !t.fused) {
     section s{"special case", {}};
     for (const auto& note : t.special_notes) s.lines.push_back(text_line("", note));
     doc.push_back(std::move(s));
@@ -178,7 +260,7 @@ inline std::vector<section> layout(const trace& t) {
                       is_finite_nonzero(t.operands[0].decoded.kind) && is_finite_nonzero(t.operands[1].decoded.kind);
 
   // The exact result, lined up with the operands, coloured by its fate in rounding.
-  if (t.exact && t.exact->significand != 0) {
+  if (t.exact && t.exact->significand != 0 && !t.fused) {
     const int reference = t.exact_reference_exponent;
     const int fraction_digits = fraction_digits_of(t.exact_binary);
     int top = std::max(reference, t.exact->exponent + msb_index(t.exact->significand));
@@ -457,7 +539,8 @@ inline std::string json_bits(format f, std::uint32_t bits) {
 inline std::string render_json(const trace& t) {
   const auto b = [](bool x) { return x ? "true" : "false"; };
   std::string out = "{\n";
-  out += fmt::format("  \"operation\": {},\n", json_string(name_of(t.op)));
+  out += fmt::format("  \"operation\": {},\n",
+                     json_string(t.fused ? std::string_view("fused_multiply_add_step") : name_of(t.op)));
   out += fmt::format("  \"result_format\": {},\n", json_string(name_of(t.result_format)));
   out += fmt::format(
       "  \"environment\": {{\"rounding\": {}, \"tininess\": {}, \"flush_to_zero\": {}, \"denormals_are_zero\": {}, "
@@ -503,6 +586,26 @@ inline std::string render_json(const trace& t) {
         r.round ? 1 : 0, r.sticky ? 1 : 0, json_string(t.sticky_bits), b(r.increment), json_string(name_of(r.reason)),
         json_string(t.decision), json_string(t.decision_reason), json_string(t.rounded_binary), r.lsb_exponent,
         b(r.carry_out), b(r.subnormal), b(r.tiny));
+  }
+  if (t.fused) {
+    const fused_step_record& f = *t.fused;
+    out += fmt::format("  \"fused\": {{\"max_exponent\": {}, \"lsb_exponent\": {}, \"kept_fraction_bits\": {}, "
+                       "\"sum\": {}, \"kept_sum\": {}, \"exact_sum\": {}, \"terms\": [",
+                       f.max_exponent, f.lsb_exponent, f.kept_fraction_bits, json_string(std::to_string(f.sum)),
+                       json_string(to_decimal(f.kept_sum)), json_string(to_decimal(f.exact_sum)));
+    for (std::size_t i = 0; i < f.terms.size(); ++i) {
+      const auto& term = f.terms[i];
+      const fused_term_event& e = term.event;
+      out += fmt::format(
+          "{}\n    {{\"index\": {}, \"sign\": {}, \"significand\": {}, \"exponent\": {}, \"nominal_exponent\": {}, "
+          "\"truncated\": {}, \"truncated_bits\": {}, \"kept\": {}, \"value\": {}, \"kept_value\": {}, \"lost\": {}}}",
+          i ? "," : "", e.index, e.sign ? 1 : 0,
+          json_string(e.significand ? binary_digits(e.significand, msb_index(e.significand) + 1) : std::string("0")),
+          e.exponent, e.nominal_exponent, b(e.truncated), json_string(term.truncated_bits),
+          json_string(std::to_string(e.kept)), json_string(to_decimal(term.value)), json_string(to_decimal(term.kept_value)),
+          json_string(to_decimal(term.truncated_value)));
+    }
+    out += "\n  ]},\n";
   }
   out += "  \"specials\": [";
   for (std::size_t i = 0; i < t.specials.size(); ++i)

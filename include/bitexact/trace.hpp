@@ -9,6 +9,10 @@
 //   auto [sum, record] = traced([&](auto& recorder) { return add(a, b, env, recorder); });
 //   // sum is rounded<F> (sum.result, sum.raised); record is a bitexact::trace.
 //
+//   // A tensor-core step the same way (record.fused holds the terms and the window):
+//   auto [d, step] = traced([&](auto& recorder) {
+//     return fused_multiply_add_step<fp32, bf16>(sm90_tensor_core, a, b, c, recorder); });
+//
 //   // Or attach a recorder yourself:
 //   trace_recorder recorder;
 //   auto r = convert<bf16>(x, env, recorder);
@@ -42,6 +46,7 @@
 #include "environment.hpp"
 #include "format.hpp"
 #include "observer.hpp"
+#include "operations.hpp"
 #include "unpack.hpp"
 
 namespace bitexact {
@@ -249,6 +254,28 @@ struct flag_record {
   std::string why;
 };
 
+// One term of a fused multi-term step (a tensor-core product, or the addend
+// C), as the unit aligned it: the exact value, the part kept in the window
+// (a multiple of 2^lsb_exponent) and the part cut away toward zero.
+struct fused_term_record {
+  fused_term_event event;
+  exact_rational value;         // (-1)^sign * significand * 2^exponent
+  exact_rational kept_value;    // event.kept * 2^lsb_exponent
+  exact_rational truncated_value;  // value - kept_value, the amount the truncation lost
+  std::string truncated_bits;   // the cut bits below 2^lsb_exponent, "" when none ("..." when cut short)
+};
+
+// A fused step: the window, every term, the exact sum of the kept terms.
+struct fused_step_record {
+  int max_exponent = 0;        // e_max
+  int lsb_exponent = 0;        // e_max - kept_fraction_bits
+  int kept_fraction_bits = 0;
+  std::int64_t sum = 0;        // in units of 2^lsb_exponent
+  std::vector<fused_term_record> terms;  // products in k order, then C (index -1)
+  exact_rational exact_sum;    // of the terms before truncation
+  exact_rational kept_sum;     // sum * 2^lsb_exponent, what the unit rounds
+};
+
 struct trace {
   operation op = operation::add;
   format result_format{};
@@ -295,6 +322,9 @@ struct trace {
   bool exact_value_is_rounded = false;
   std::optional<exact_rational> result_value;  // the packed result, when finite
   std::optional<exact_rational> error;         // result_value - exact_value
+
+  // A tensor-core step (fused_multiply_add_step): present instead of operands.
+  std::optional<fused_step_record> fused;
 
   std::uint32_t operand_bits(int index) const { return operands.at(static_cast<std::size_t>(index)).bits; }
 };
@@ -559,6 +589,49 @@ inline void complete(trace& t) {
 
 }  // namespace detail
 
+namespace detail {
+
+inline exact_rational power_of_two(int exponent) {
+  using boost::multiprecision::cpp_int;
+  return exponent >= 0 ? exact_rational{cpp_int{1} << exponent} : exact_rational{cpp_int{1}, cpp_int{1} << -exponent};
+}
+
+inline exact_rational fused_term_value(bool sign, std::uint64_t significand, int exponent) {
+  const exact_rational magnitude = exact_rational{boost::multiprecision::cpp_int{significand}} * power_of_two(exponent);
+  return sign ? exact_rational{-magnitude} : magnitude;
+}
+
+// A fused step reports no operation or result events of its own: its trace is
+// finished from the term and sum events and the step's rounded result.
+inline void complete_fused(trace& t) {
+  fused_step_record& f = *t.fused;
+  f.exact_sum = 0;
+  for (auto& term : f.terms) {
+    const fused_term_event& e = term.event;
+    term.value = fused_term_value(e.sign, e.significand, e.exponent);
+    term.kept_value = exact_rational{boost::multiprecision::cpp_int{e.kept}} * power_of_two(f.lsb_exponent);
+    term.truncated_value = term.value - term.kept_value;
+    term.truncated_bits.clear();
+    const int below = f.lsb_exponent - e.exponent;  // significand bits that lie below the window
+    if (e.truncated && below > 0) {
+      constexpr int shown = 64;
+      const int count = std::min(below, shown);
+      const std::uint64_t cut = below >= 64 ? 0 : e.significand & ((std::uint64_t{1} << below) - 1);
+      term.truncated_bits = below > shown ? binary_digits(e.significand >> std::min(below - shown, 63), shown) + "..."
+                                          : binary_digits(cut, count);
+    }
+    f.exact_sum += term.value;
+  }
+  f.kept_sum = exact_rational{boost::multiprecision::cpp_int{f.sum}} * power_of_two(f.lsb_exponent);
+  if (t.rounding) {
+    t.env.rounding = t.rounding->mode;
+    t.result_format = t.rounding->target;
+  }
+  t.env.nans = nan_policy::canonical;
+}
+
+}  // namespace detail
+
 // ---------------------------------------------------------------------------
 // The observer that builds a trace.
 
@@ -566,6 +639,7 @@ class trace_recorder {
  public:
   void on(const operation_event& e) {
     record_ = trace{};
+    completed_ = false;
     record_.op = e.op;
     record_.result_format = e.result_format;
     record_.env = e.env;
@@ -581,6 +655,44 @@ class trace_recorder {
     record_.result_bits = e.bits;
     record_.raised = e.raised;
     detail::complete(record_);
+    completed_ = true;
+  }
+  // A fused step (mma.hpp): terms in order, then the window and the sum.
+  void on(const fused_term_event& e) {
+    if (!record_.fused) record_.fused.emplace();
+    record_.fused->terms.push_back({e, {}, {}, {}, {}});
+  }
+  void on(const fused_sum_event& e) {
+    if (!record_.fused) record_.fused.emplace();
+    record_.fused->max_exponent = e.max_exponent;
+    record_.fused->lsb_exponent = e.lsb_exponent;
+    record_.fused->kept_fraction_bits = e.max_exponent - e.lsb_exponent;
+    record_.fused->sum = e.sum;
+  }
+  // Operations without a result event (a fused step) are finished with the
+  // value they returned; traced() does this.
+  template <format F>
+  void finish(const rounded<F>& result) {
+    if (completed_) return;
+    // No result event and no terms: a fused step that a special value decided.
+    if (!record_.fused) record_.fused.emplace();
+    record_.result_format = F;
+    record_.result_bits = result.result.bits;
+    record_.raised = result.raised;
+    detail::complete_fused(record_);
+    detail::complete(record_);
+    // The scalar operations' words for special cases do not fit a fused step.
+    for (std::size_t i = 0; i < record_.specials.size(); ++i)
+      if (record_.specials[i] == special_reason::invalid_operation)
+        record_.special_notes[i] =
+            "a NaN input, zero times infinity, or infinities of opposite sign: the unit returns its canonical NaN";
+      else if (record_.specials[i] == special_reason::infinity_operand)
+        record_.special_notes[i] = "an infinite product or C decides the result: an infinity of its sign";
+    for (auto& reason : record_.flag_reasons)
+      if (reason.flag == flags::invalid)
+        reason.why = "a NaN input, zero times infinity, or infinities of opposite sign in the fused step";
+    record_.exact_value = record_.fused->exact_sum;
+    if (record_.result_value) record_.error = *record_.result_value - record_.fused->exact_sum;
   }
 
   const trace& record() const { return record_; }
@@ -588,6 +700,7 @@ class trace_recorder {
 
  private:
   trace record_;
+  bool completed_ = false;  // a result event finished the record
 };
 
 static_assert(observer<trace_recorder>);
@@ -604,6 +717,7 @@ template <class Operation>
 auto traced(Operation&& operation) {
   trace_recorder recorder;
   auto result = std::forward<Operation>(operation)(recorder);
+  if constexpr (requires { recorder.finish(result); }) recorder.finish(result);
   return traced_result<decltype(result)>{result, recorder.take()};
 }
 

@@ -53,40 +53,6 @@ namespace bitexact {
 
 using exact_rational = boost::multiprecision::cpp_rational;
 
-// ---------------------------------------------------------------------------
-// Decoding at run time (a trace's formats are values, not template arguments).
-
-constexpr std::uint32_t bit_mask(int count) { return count >= 32 ? 0xFFFFFFFFu : (1u << count) - 1; }
-
-constexpr unpacked decode(format f, std::uint32_t bits, bool denormals_are_zero = false) {
-  unpacked u;
-  u.sign = (bits >> (f.width() - 1)) & 1;
-  const int biased = static_cast<int>((bits >> f.fraction_bits) & bit_mask(f.exponent_bits));
-  const std::uint32_t fraction = bits & bit_mask(f.fraction_bits);
-  const bool top_exponent = biased == f.max_biased_exponent();
-  if (top_exponent && (f.has_infinity() ? fraction != 0 : fraction == bit_mask(f.fraction_bits))) {
-    const bool quiet = !f.has_infinity() || ((fraction >> (f.fraction_bits - 1)) & 1);
-    u.kind = quiet ? value_class::quiet_nan : value_class::signaling_nan;
-    u.significand = fraction;
-  } else if (top_exponent && f.has_infinity()) {
-    u.kind = value_class::infinity;
-  } else if (biased == 0) {
-    u.kind = fraction == 0 ? value_class::zero : value_class::subnormal;
-    if (u.kind == value_class::subnormal && denormals_are_zero) {
-      u.kind = value_class::zero;
-      u.flushed = true;
-    } else {
-      u.significand = fraction;
-      u.exponent = f.min_exponent() - f.fraction_bits;
-    }
-  } else {
-    u.kind = value_class::normal;
-    u.significand = fraction | (1u << f.fraction_bits);
-    u.exponent = biased - f.bias() - f.fraction_bits;
-  }
-  return u;
-}
-
 constexpr std::string_view name_of(value_class c) {
   switch (c) {
     case value_class::zero: return "zero";

@@ -24,35 +24,45 @@ struct unpacked {
   bool flushed = false;           // a subnormal read as zero (denormals-are-zero)
 };
 
-template <format F>
-BITEXACT_INLINE constexpr unpacked unpack(value<F> x, const environment& env = {}) {
+constexpr std::uint32_t bit_mask(int count) { return count >= 32 ? 0xFFFFFFFFu : (1u << count) - 1; }
+
+// Decode a bit pattern of a format known only at run time (traces, the
+// command line); with a constant format it folds into unpack<F>.
+BITEXACT_INLINE constexpr unpacked decode(format f, std::uint32_t bits, bool denormals_are_zero = false) {
   unpacked u;
-  u.sign = x.sign();
-  const auto biased = static_cast<int>(x.biased_exponent());
-  const std::uint32_t fraction = x.fraction();
+  u.sign = (bits >> (f.width() - 1)) & 1;
+  const int biased = static_cast<int>((bits >> f.fraction_bits) & bit_mask(f.exponent_bits));
+  const std::uint32_t fraction = bits & bit_mask(f.fraction_bits);
+  const bool top_exponent = biased == f.max_biased_exponent();
+  const bool nan = top_exponent && (f.has_infinity() ? fraction != 0 : fraction == bit_mask(f.fraction_bits));
   // Normal values first: the common case is settled by one test of the exponent field.
-  const bool normal =
-      F.has_infinity() ? biased != 0 && biased != F.max_biased_exponent() : biased != 0 && !x.is_nan();
-  if (normal) [[likely]] {
+  if (biased != 0 && !nan && !(top_exponent && f.has_infinity())) [[likely]] {
     u.kind = value_class::normal;
-    u.significand = fraction | (1u << F.fraction_bits);
-    u.exponent = biased - F.bias() - F.fraction_bits;
-  } else if (x.is_nan()) {
-    u.kind = x.is_signaling_nan() ? value_class::signaling_nan : value_class::quiet_nan;
+    u.significand = fraction | (1u << f.fraction_bits);
+    u.exponent = biased - f.bias() - f.fraction_bits;
+  } else if (nan) {
+    // A quiet NaN has the top fraction bit set; E4M3FN's one NaN counts as quiet.
+    const bool quiet = !f.has_infinity() || ((fraction >> (f.fraction_bits - 1)) & 1);
+    u.kind = quiet ? value_class::quiet_nan : value_class::signaling_nan;
     u.significand = fraction;
-  } else if (x.is_inf()) {
+  } else if (top_exponent) {
     u.kind = value_class::infinity;
   } else {  // biased == 0
     u.kind = fraction == 0 ? value_class::zero : value_class::subnormal;
-    if (u.kind == value_class::subnormal && env.denormals_are_zero) {
+    if (u.kind == value_class::subnormal && denormals_are_zero) {
       u.kind = value_class::zero;
       u.flushed = true;
     } else {
       u.significand = fraction;
-      u.exponent = F.min_exponent() - F.fraction_bits;
+      u.exponent = f.min_exponent() - f.fraction_bits;
     }
   }
   return u;
+}
+
+template <format F>
+BITEXACT_INLINE constexpr unpacked unpack(value<F> x, const environment& env = {}) {
+  return decode(F, x.bits, env.denormals_are_zero);
 }
 
 }  // namespace bitexact

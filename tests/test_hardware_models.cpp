@@ -90,3 +90,25 @@ TEST_CASE("FP32 ALU: canonical NaN and .ftz on inputs and outputs") {
   CHECK(ptx::mul_f32(from_host(0x1p-100f), from_host(0x1p-30f), rounding_mode::nearest_even, true).bits == 0u);
   CHECK(ptx::mul_f32(from_host(0x1p-100f), from_host(0x1p-30f)).bits == 0x00080000u);
 }
+
+TEST_CASE("wgmma m64n16k16 equals a fused step per output over 1024 outputs") {
+  constexpr std::size_t N = 16;
+  std::array<bfloat16, 64 * 16> a{};
+  std::array<bfloat16, N * 16> b{};
+  std::array<float32, 64 * N> c{}, d{};
+  std::uint32_t state = 12345;
+  const auto next = [&] { return state = state * 1664525u + 1013904223u; };
+  for (auto& x : a) x = bfloat16::from_bits(next() >> 16);
+  for (auto& x : b) x = bfloat16::from_bits(next() >> 16);
+  for (auto& x : c) x = float32{next()};
+  wgmma_m64nNk16<fp32, bf16, N>(sm90_tensor_core, a, b, c, d);
+  int mismatches = 0;
+  for (std::size_t m = 0; m < 64; ++m)
+    for (std::size_t n = 0; n < N; ++n) {
+      const auto expected = fused_multiply_add_step<fp32, bf16>(
+          sm90_tensor_core, std::span<const bfloat16>(&a[m * 16], 16), std::span<const bfloat16>(&b[n * 16], 16),
+          c[m * N + n]);
+      mismatches += expected.result != d[m * N + n];
+    }
+  CHECK(mismatches == 0);
+}

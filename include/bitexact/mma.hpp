@@ -11,6 +11,7 @@
 #pragma once
 
 #include <bit>
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -436,6 +437,28 @@ constexpr void mma_m16n8k16(const fused_sum_unit& unit, std::span<const value<In
       return;
   }
   mma_m16n8k16_reference(unit, a, b, c, d);
+}
+
+// wgmma.mma_async.sync.aligned.m64nNk16 (sm_90a): per output the same fused
+// step as mma.sync (probe_mma: 3.4e7 wgmma m64n8k16 outputs, 0 mismatches),
+// so the 64xN product is run as 16x8 blocks. A is 64x16 row-major, B is 16xN
+// with element (k, n) at b[n * 16 + k], C and D are 64xN row-major.
+template <format Acc, format In, std::size_t N>
+constexpr void wgmma_m64nNk16(const fused_sum_unit& unit, std::span<const value<In>, 64 * 16> a,
+                              std::span<const value<In>, N * 16> b, std::span<const value<Acc>, 64 * N> c,
+                              std::span<value<Acc>, 64 * N> d) {
+  static_assert(N >= 8 && N <= 256 && N % 8 == 0, "wgmma's N is a multiple of 8 from 8 to 256");
+  for (std::size_t slab = 0; slab < 4; ++slab) {
+    for (std::size_t group = 0; group < N / 8; ++group) {
+      std::array<value<Acc>, 128> c_block{}, d_block{};
+      for (std::size_t i = 0; i < 16; ++i)
+        for (std::size_t n = 0; n < 8; ++n) c_block[i * 8 + n] = c[(slab * 16 + i) * N + group * 8 + n];
+      mma_m16n8k16<Acc, In>(unit, a.subspan(slab * 256).template first<256>(),
+                            b.subspan(group * 128).template first<128>(), c_block, d_block);
+      for (std::size_t i = 0; i < 16; ++i)
+        for (std::size_t n = 0; n < 8; ++n) d[(slab * 16 + i) * N + group * 8 + n] = d_block[i * 8 + n];
+    }
+  }
 }
 
 }  // namespace bitexact

@@ -7,6 +7,9 @@ add_test(NAME proof_convert COMMAND test_proof -ts=proof_convert)
 add_test(NAME proof_bf16_fp16 COMMAND test_proof -ts=proof_bf16_fp16)
 add_test(NAME proof_fp32 COMMAND test_proof -ts=proof_fp32)
 add_test(NAME proof_env COMMAND test_proof -ts=proof_env)
+# The sweeps take minutes under the sanitizers: the sanitize preset skips the
+# "sweep" label and keeps the targeted tests (proof_env).
+set_tests_properties(proof_fp8 proof_convert proof_bf16_fp16 proof_fp32 PROPERTIES LABELS sweep)
 
 # The long sweeps: always built, registered as tests (label "exhaustive") only
 # when -DBITEXACT_EXHAUSTIVE=ON, so a plain `ctest` never starts them.

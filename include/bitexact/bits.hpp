@@ -19,6 +19,14 @@ using uint128 = unsigned __int128;
 #endif
 
 constexpr int msb_index(std::uint64_t x) { return 63 - std::countl_zero(x); }
+// For x known to be nonzero: one bsr, where countl_zero adds a test for zero.
+constexpr int msb_index_nonzero(std::uint64_t x) {
+#if defined(__GNUC__)
+  return 63 ^ __builtin_clzll(x);
+#else
+  return msb_index(x);
+#endif
+}
 constexpr int msb_index(uint128 x) {
   const auto high = static_cast<std::uint64_t>(x >> 64);
   return high ? 64 + msb_index(high) : msb_index(static_cast<std::uint64_t>(x));

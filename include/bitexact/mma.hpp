@@ -59,13 +59,13 @@ constexpr int nominal_exponent(const unpacked& u) {
 
 // |significand| * 2^exponent cut toward zero to a multiple of 2^lsb_exponent.
 constexpr std::int64_t truncate_to(std::uint64_t significand, int exponent, int lsb_exponent, bool& truncated) {
+  truncated = false;
+  // A zero term's exponent means nothing, and may lie far above the window.
+  if (significand == 0) return 0;
   const int shift = lsb_exponent - exponent;
-  if (shift <= 0) {
-    truncated = false;
-    return static_cast<std::int64_t>(significand << -shift);
-  }
+  if (shift <= 0) return static_cast<std::int64_t>(significand << -shift);
   if (shift >= 64) {
-    truncated = significand != 0;
+    truncated = true;
     return 0;
   }
   truncated = (significand & ((std::uint64_t{1} << shift) - 1)) != 0;

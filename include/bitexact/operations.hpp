@@ -71,12 +71,18 @@ constexpr exact_sum<Wide> sum_exactly(bool x_sign, Wide x, int x_exponent, bool 
   constexpr int top = width - 3;
   const int x_lead = x_exponent + msb_index(x);
   const int y_lead = y_exponent + msb_index(y);
+  // Swap and add-or-subtract with masks rather than branches: on random signs
+  // and magnitudes each branch would mispredict half the time.
   const bool swapped = x_lead < y_lead;
-  if (swapped) {
-    std::swap(x_sign, y_sign);
-    std::swap(x, y);
-    std::swap(x_exponent, y_exponent);
-  }
+  const Wide swap_terms = (x ^ y) & -static_cast<Wide>(swapped);
+  x ^= swap_terms;
+  y ^= swap_terms;
+  const int swap_exponents = (x_exponent ^ y_exponent) & -static_cast<int>(swapped);
+  x_exponent ^= swap_exponents;
+  y_exponent ^= swap_exponents;
+  const bool swap_signs = (x_sign != y_sign) & swapped;
+  x_sign = x_sign != swap_signs;
+  y_sign = y_sign != swap_signs;
   const int x_shift = top - msb_index(x);
   const Wide big = x << x_shift;
   const int exponent = x_exponent - x_shift;
@@ -92,16 +98,14 @@ constexpr exact_sum<Wide> sum_exactly(bool x_sign, Wide x, int x_exponent, bool 
   }
   exact_sum<Wide> s{};
   s.exponent = exponent;
-  if (x_sign == y_sign) {
-    s.sign = x_sign;
-    s.significand = big + small;
-  } else if (big >= small) {
-    s.sign = x_sign;
-    s.significand = big - small;
-  } else {
-    s.sign = y_sign;
-    s.significand = small - big;
-  }
+  // Both terms lie below bit width-2, so a difference that goes negative
+  // (the smaller term came first: equal leading bits) shows in the top bit;
+  // it is negated, and the sign becomes the second term's.
+  const Wide subtract = -static_cast<Wide>(x_sign != y_sign);
+  const Wide total = big + ((small ^ subtract) - subtract);
+  const Wide negative = -(total >> (width - 1));
+  s.sign = x_sign != static_cast<bool>(negative & 1);
+  s.significand = (total ^ negative) - negative;
   s.alignment = alignment_event{(swapped ? y_lead - x_lead : x_lead - y_lead), y_shift < 0 ? -y_shift : 0,
                                 static_cast<uint128>(shifted_out), shifted_out != 0, swapped};
   s.leading_bit_shift = s.significand ? msb_index(s.significand) - top : 0;
@@ -136,8 +140,57 @@ constexpr bool zero_sum_sign(bool a_sign, bool b_sign, const environment& env) {
   return a_sign == b_sign ? a_sign : env.rounding == rounding_mode::downward;
 }
 
+// a + b for two normal operands of one format F, untraced, with env's rounding
+// mode known at compile time as FixedMode (see with_fixed_rounding). It forms
+// the same exact sum as sum_exactly (the larger term's leading bit at bit 61,
+// the smaller aligned to it with a jam), without branches on data: GCC turns
+// plain ternaries on random signs and exponents into branches that mispredict
+// half the time, so the ordering and the choice between adding and
+// subtracting are done with masks.
+template <format R, format F, int FixedMode>
+BITEXACT_INLINE constexpr rounded<R> add_normals(std::uint32_t a_bits, std::uint32_t b_bits,
+                                                 const environment& env) {
+  constexpr int top = 61;  // sum_exactly's leading-bit position for 64-bit terms
+  constexpr int lead_shift = top - F.fraction_bits;
+  constexpr std::uint32_t hidden = 1u << F.fraction_bits;
+  constexpr std::uint32_t magnitude_mask = (1u << (F.width() - 1)) - 1;
+  // Order by magnitude, an integer compare of the bit patterns: the larger
+  // term then has the larger (or equal) exponent, and subtracting the smaller
+  // never goes negative. (sum_exactly orders by exponent and negates a
+  // negative difference instead; the sum and its sign come out the same.)
+  const std::uint32_t swap = -static_cast<std::uint32_t>((a_bits & magnitude_mask) < (b_bits & magnitude_mask));
+  const std::uint32_t bits_change = (a_bits ^ b_bits) & swap;
+  const std::uint32_t big_bits = a_bits ^ bits_change;
+  const std::uint32_t small_bits = b_bits ^ bits_change;
+  const auto biased = [](std::uint32_t bits) {
+    return static_cast<int>((bits >> F.fraction_bits) & static_cast<std::uint32_t>(F.max_biased_exponent()));
+  };
+  const auto term = [](std::uint32_t bits) { return std::uint64_t{(bits & (hidden - 1)) | hidden} << lead_shift; };
+  const int big_biased = biased(big_bits);
+  const std::uint64_t big = term(big_bits);
+  const std::uint64_t small_unaligned = term(small_bits);
+  // Align the smaller term, jamming what falls off into bit 0 (shift_right_jam
+  // in one 64-bit word: past 63 places only the jam is left either way).
+  const int difference = big_biased - biased(small_bits);
+  const int align_shift = difference < 63 ? difference : 63;
+  const std::uint64_t small_kept = small_unaligned >> align_shift;
+  const std::uint64_t small = small_kept | ((small_kept << align_shift) != small_unaligned);
+  // Subtract by adding the two's complement when the signs differ.
+  const std::uint64_t subtract = -static_cast<std::uint64_t>(((a_bits ^ b_bits) >> (F.width() - 1)) & 1);
+  const std::uint64_t magnitude = big + ((small ^ subtract) - subtract);
+  flags raised;
+  if (magnitude == 0) [[unlikely]] {
+    const bool a_sign = (a_bits >> (F.width() - 1)) & 1, b_sign = (b_bits >> (F.width() - 1)) & 1;
+    return {value<R>::zero(zero_sum_sign(a_sign, b_sign, env)), raised};
+  }
+  const bool sign = (big_bits >> (F.width() - 1)) & 1;
+  const int exponent = big_biased - F.bias() - F.fraction_bits - lead_shift;
+  const value<R> result = round_pack<R, no_observer, FixedMode>(sign, exponent, magnitude, false, env, raised);
+  return {result, raised};
+}
+
 template <format R, format A, format B, class O>
-constexpr rounded<R> add_or_sub(operation op, value<A> a, value<B> b, const environment& env, O& obs) {
+constexpr rounded<R> add_or_sub_general(operation op, value<A> a, value<B> b, const environment& env, O& obs) {
   flags raised;
   report(obs, operation_event{op, R, env});
   const unpacked ua = read_operand(0, a, env, obs);
@@ -183,6 +236,27 @@ constexpr rounded<R> add_or_sub(operation op, value<A> a, value<B> b, const envi
   return finish(round_pack<R>(sum.sign, sum.exponent, sum.significand, false, env, raised, obs), raised, obs);
 }
 
+// Out of line, so that the fast path inlined into a caller's loop does not
+// carry the registers and code of every special case.
+template <format R, format A, format B>
+[[gnu::noinline]] constexpr rounded<R> add_or_sub_untraced(operation op, value<A> a, value<B> b,
+                                                                      const environment& env) {
+  no_observer none;
+  return add_or_sub_general<R>(op, a, b, env, none);
+}
+
+template <format R, format A, format B, class O>
+BITEXACT_INLINE constexpr rounded<R> add_or_sub(operation op, value<A> a, value<B> b, const environment& env, O& obs) {
+  if constexpr (!is_observing<O> && A == B) {
+    const std::uint32_t b_bits = op == operation::sub ? (-b).bits : b.bits;
+    if (is_normal_pattern<A>(a.bits) && is_normal_pattern<A>(b_bits)) [[likely]]
+      return with_fixed_rounding(env, [&](auto mode) { return add_normals<R, A, mode()>(a.bits, b_bits, env); });
+    return add_or_sub_untraced<R>(op, a, b, env);
+  } else {
+    return add_or_sub_general<R>(op, a, b, env, obs);
+  }
+}
+
 // x * y exactly, for finite nonzero x and y.
 struct exact_product {
   bool sign;
@@ -218,9 +292,55 @@ constexpr auto sub(value<A> a, value<B> b, const environment& env = {}, O&& obs 
   return detail::add_or_sub<detail::pick_result_format<R, A, B>()>(operation::sub, a, b, env, obs);
 }
 
+namespace detail {
+
+// a * b for two normal operands, untraced, with env's rounding mode known at
+// compile time as FixedMode: the product of the significands is exact in 64 bits.
+template <format R, format A, format B, int FixedMode>
+BITEXACT_INLINE constexpr rounded<R> multiply_normals(std::uint32_t a_bits, std::uint32_t b_bits,
+                                                      const environment& env) {
+  const auto significand = [](std::uint32_t bits, format f) {
+    return std::uint64_t{(bits & ((1u << f.fraction_bits) - 1)) | (1u << f.fraction_bits)};
+  };
+  const auto biased = [](std::uint32_t bits, format f) {
+    return static_cast<int>((bits >> f.fraction_bits) & static_cast<std::uint32_t>(f.max_biased_exponent()));
+  };
+  const bool sign = ((a_bits >> (A.width() - 1)) ^ (b_bits >> (B.width() - 1))) & 1;
+  const int exponent = biased(a_bits, A) + biased(b_bits, B) - (A.bias() + A.fraction_bits) -
+                       (B.bias() + B.fraction_bits);
+  flags raised;
+  const value<R> result = round_pack<R, no_observer, FixedMode>(
+      sign, exponent, significand(a_bits, A) * significand(b_bits, B), false, env, raised);
+  return {result, raised};
+}
+
+template <format R, format A, format B, class O>
+constexpr rounded<R> mul_general(value<A> a, value<B> b, const environment& env, O& obs);
+
+template <format R, format A, format B>
+[[gnu::noinline]] constexpr rounded<R> mul_untraced(value<A> a, value<B> b, const environment& env) {
+  no_observer none;
+  return mul_general<R>(a, b, env, none);
+}
+
+}  // namespace detail
+
 template <format R = same_format, format A, format B, class O = no_observer>
 constexpr auto mul(value<A> a, value<B> b, const environment& env = {}, O&& obs = {}) {
   constexpr format Rf = detail::pick_result_format<R, A, B>();
+  if constexpr (!is_observing<O>) {
+    if (is_normal_pattern<A>(a.bits) && is_normal_pattern<B>(b.bits)) [[likely]]
+      return with_fixed_rounding(
+          env, [&](auto mode) { return detail::multiply_normals<Rf, A, B, mode()>(a.bits, b.bits, env); });
+    return detail::mul_untraced<Rf>(a, b, env);
+  } else {
+    return detail::mul_general<Rf>(a, b, env, obs);
+  }
+}
+
+namespace detail {
+template <format Rf, format A, format B, class O>
+constexpr rounded<Rf> mul_general(value<A> a, value<B> b, const environment& env, O& obs) {
   flags raised;
   report(obs, operation_event{operation::mul, Rf, env});
   const unpacked ua = detail::read_operand(0, a, env, obs);
@@ -249,6 +369,7 @@ constexpr auto mul(value<A> a, value<B> b, const environment& env = {}, O&& obs 
   return detail::finish(
       round_pack<Rf>(product.sign, product.exponent, product.significand, false, env, raised, obs), raised, obs);
 }
+}  // namespace detail
 
 // a * b + c with a single rounding.
 template <format R = same_format, format A, format B, format C, class O = no_observer>

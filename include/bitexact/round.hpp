@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "bits.hpp"
 #include "environment.hpp"
@@ -39,10 +40,11 @@ struct split_significand {
 // Keep significand >> shift; describe the shift-out. inexact_below says the
 // exact value has more nonzero bits below significand's bit 0.
 BITEXACT_INLINE constexpr split_significand split_at(std::uint64_t significand, int shift, bool inexact_below) {
-  if (shift <= 0) return {significand << -shift, {0, inexact_below}};
-  // Every operation keeps some bits of its significand: one 64-bit shift each way.
-  if (shift < 64) [[likely]]
+  // Every operation keeps some bits of its significand: one 64-bit shift each
+  // way, for 0 < shift < 64 (one unsigned compare).
+  if (static_cast<unsigned>(shift) - 1 < 63) [[likely]]
     return {significand >> shift, {significand << (64 - shift), inexact_below}};
+  if (shift <= 0) return {significand << -shift, {0, inexact_below}};
   // Nothing is kept: the 64 bits below the last kept bit are significand >> field_shift.
   const int field_shift = shift - 64;
   if (field_shift >= 64) return {0, {0, significand != 0 || inexact_below}};
@@ -66,7 +68,9 @@ BITEXACT_INLINE constexpr rounding_decision decide_rounding(rounding_mode mode, 
   rounding_decision decision{false, rounding_reason::exact};
   switch (mode) {
     case rounding_mode::nearest_even:
-      decision.increment = guard & (d.after_guard() | kept_odd);
+      // guard & (after_guard | kept_odd) in one compare: above exactly half an
+      // ulp once the odd bit and below_field are folded into bit 0.
+      decision.increment = (d.field | std::uint64_t{kept_odd} | std::uint64_t{d.below_field}) > (std::uint64_t{1} << 63);
       decision.reason = !guard           ? rounding_reason::below_half
                         : d.after_guard() ? rounding_reason::above_half
                         : kept_odd        ? rounding_reason::tie_to_even
@@ -80,15 +84,15 @@ BITEXACT_INLINE constexpr rounding_decision decide_rounding(rounding_mode mode, 
       break;
     case rounding_mode::toward_zero: decision.reason = rounding_reason::toward_zero; break;
     case rounding_mode::upward:
-      decision.increment = !sign;
+      decision.increment = !sign & inexact;
       decision.reason = sign ? rounding_reason::directed_truncate : rounding_reason::directed_up;
       break;
     case rounding_mode::downward:
-      decision.increment = sign;
+      decision.increment = sign & inexact;
       decision.reason = sign ? rounding_reason::directed_up : rounding_reason::directed_truncate;
       break;
     case rounding_mode::to_odd:
-      decision.increment = !kept_odd;
+      decision.increment = !kept_odd & inexact;
       decision.reason = kept_odd ? rounding_reason::odd_already : rounding_reason::odd_bit_set;
       break;
     case rounding_mode::stochastic:
@@ -96,9 +100,38 @@ BITEXACT_INLINE constexpr rounding_decision decide_rounding(rounding_mode mode, 
       decision.reason = decision.increment ? rounding_reason::stochastic_up : rounding_reason::stochastic_down;
       break;
   }
-  decision.increment &= inexact;
+  // The nearest modes and stochastic rounding never increment an exact value
+  // (a set guard bit, or a nonzero fraction above the random bits, is itself
+  // inexactness); the other modes test it above.
   if (!inexact) decision.reason = rounding_reason::exact;
   return decision;
+}
+
+// A rounding mode known at compile time, or (run_time_rounding) read from the
+// environment at each decision.
+inline constexpr int run_time_rounding = -1;
+template <int Mode>
+using fixed_rounding = std::integral_constant<int, Mode>;
+
+// Call fn(fixed_rounding<mode>{}) for env's rounding mode, chosen by one test
+// or switch here, so that a fast path can instantiate round_pack per mode
+// (round_pack<F, no_observer, mode>) and its switch on the mode folds away.
+template <class Fn>
+BITEXACT_INLINE constexpr decltype(auto) with_fixed_rounding(const environment& env, Fn&& fn) {
+  constexpr auto mode = [](rounding_mode m) { return static_cast<int>(m); };
+  // The default mode first: one compare instead of a jump table.
+  if (env.rounding == rounding_mode::nearest_even) [[likely]]
+    return fn(fixed_rounding<mode(rounding_mode::nearest_even)>{});
+  switch (env.rounding) {
+    case rounding_mode::nearest_even: break;
+    case rounding_mode::nearest_away: return fn(fixed_rounding<mode(rounding_mode::nearest_away)>{});
+    case rounding_mode::toward_zero: return fn(fixed_rounding<mode(rounding_mode::toward_zero)>{});
+    case rounding_mode::upward: return fn(fixed_rounding<mode(rounding_mode::upward)>{});
+    case rounding_mode::downward: return fn(fixed_rounding<mode(rounding_mode::downward)>{});
+    case rounding_mode::to_odd: return fn(fixed_rounding<mode(rounding_mode::to_odd)>{});
+    case rounding_mode::stochastic: return fn(fixed_rounding<mode(rounding_mode::stochastic)>{});
+  }
+  return fn(fixed_rounding<run_time_rounding>{});  // not a rounding mode: whatever the run-time code does
 }
 
 // The largest finite value or infinity, as the rounding mode sends an overflow.
@@ -118,25 +151,19 @@ constexpr value<F> overflow_result(bool sign, const environment& env) {
 }
 
 // Round (-1)^sign * significand * 2^exponent (+ a little more when
-// inexact_below) into format F. significand must be nonzero.
-template <format F, class O = no_observer>
+// inexact_below) into format F. significand must be nonzero. FixedMode, when
+// not run_time_rounding, is env.rounding known at compile time.
+template <format F, class O = no_observer, int FixedMode = run_time_rounding>
 BITEXACT_INLINE constexpr value<F> round_pack(bool sign, int exponent, std::uint64_t significand, bool inexact_below,
                               const environment& env, flags& raised, O&& obs = {}) {
-  const int leading_exponent = exponent + msb_index(significand);
+  const rounding_mode mode = FixedMode == run_time_rounding ? env.rounding : static_cast<rounding_mode>(FixedMode);
+  const int leading_exponent = exponent + msb_index_nonzero(significand);
   const bool subnormal = leading_exponent < F.min_exponent();
   const int lsb_exponent = (subnormal ? F.min_exponent() : leading_exponent) - F.fraction_bits;
   auto [kept, dropped] = split_at(significand, lsb_exponent - exponent, inexact_below);
-  const rounding_decision decision = decide_rounding(env.rounding, sign, kept & 1, dropped, env.random_bits);
+  const rounding_decision decision = decide_rounding(mode, sign, kept & 1, dropped, env.random_bits);
   const bool inexact = dropped.any();
-  const std::uint64_t unrounded_kept = kept;
-  kept += decision.increment;
-
-  int result_exponent = leading_exponent;
-  const bool carry_out = !subnormal && (kept >> F.precision()) != 0;
-  if (carry_out) {
-    kept >>= 1;
-    ++result_exponent;
-  }
+  const std::uint64_t rounded_kept = kept + decision.increment;
 
   bool tiny = subnormal;
   if (subnormal && env.tiny == tininess::after_rounding && leading_exponent == F.min_exponent() - 1) {
@@ -144,35 +171,42 @@ BITEXACT_INLINE constexpr value<F> round_pack(bool sign, int exponent, std::uint
     // unbounded exponent range, would have reached the smallest normal.
     auto [wide_kept, wide_dropped] = split_at(significand, lsb_exponent - 1 - exponent, inexact_below);
     const rounding_decision wide =
-        decide_rounding(env.rounding, sign, wide_kept & 1, wide_dropped, env.random_bits);
+        decide_rounding(mode, sign, wide_kept & 1, wide_dropped, env.random_bits);
     tiny = ((wide_kept + wide.increment) >> F.precision()) == 0;
   }
 
   if constexpr (is_observing<O>) {
-    obs.on(rounding_event{F, env.rounding, sign, lsb_exponent, unrounded_kept, dropped.guard(), dropped.round(),
+    const bool carry_out = !subnormal && (rounded_kept >> F.precision()) != 0;
+    obs.on(rounding_event{F, env.rounding, sign, lsb_exponent, kept, dropped.guard(), dropped.round(),
                           dropped.sticky(), decision.increment, decision.reason,
-                          carry_out || (subnormal && (kept >> F.fraction_bits) != 0), subnormal, tiny});
+                          carry_out || (subnormal && (rounded_kept >> F.fraction_bits) != 0), subnormal, tiny});
   }
 
-  const bool nan_pattern_reached =
-      !F.has_infinity() && result_exponent == F.max_exponent() && (kept & value<F>::fraction_mask()) == value<F>::fraction_mask();
-  if (result_exponent > F.max_exponent() || nan_pattern_reached) {
+  // A normal significand, hidden bit included, is added to the exponent field
+  // less one: a carry out of the significand (2^precision after rounding up)
+  // then increments the exponent by itself, and the packed magnitude reaches
+  // the infinity pattern (E4M3FN: the NaN pattern) exactly when the result
+  // overflows. A subnormal that rounded up to 2^min_exponent carries into the
+  // exponent field likewise.
+  const std::uint64_t magnitude =
+      subnormal ? rounded_kept
+                : (static_cast<std::uint64_t>(leading_exponent + F.bias() - 1) << F.fraction_bits) + rounded_kept;
+  constexpr std::uint64_t overflow_threshold =
+      (static_cast<std::uint64_t>(F.max_biased_exponent()) << F.fraction_bits) |
+      (F.has_infinity() ? 0 : value<F>::fraction_mask());
+  if (magnitude >= overflow_threshold) [[unlikely]] {
     raised.bits |= flags::overflow | flags::inexact;
     report(obs, special_event{special_reason::overflow});
     return overflow_result<F>(sign, env);
   }
-  if (tiny && env.flush_to_zero) {
+  if (tiny && env.flush_to_zero) [[unlikely]] {
     raised.bits |= flags::underflow | flags::inexact;
     report(obs, special_event{special_reason::flushed_to_zero});
     return value<F>::zero(sign);
   }
-  if (inexact) raised.bits |= flags::inexact | (tiny ? flags::underflow : 0);
-
-  // The hidden bit of a normal significand adds one to the exponent field, and
-  // a subnormal that rounded up to 2^min_exponent carries into it likewise.
-  const auto magnitude = static_cast<std::uint32_t>(
-      subnormal ? kept : (static_cast<std::uint64_t>(result_exponent + F.bias() - 1) << F.fraction_bits) + kept);
-  return value<F>::from_bits((std::uint32_t{sign} << (F.width() - 1)) | magnitude);
+  raised.bits |= inexact ? flags::inexact | (tiny ? flags::underflow : 0) : 0;
+  return value<F>::from_bits((std::uint32_t{sign} << (F.width() - 1)) | static_cast<std::uint32_t>(magnitude));
 }
+
 
 }  // namespace bitexact

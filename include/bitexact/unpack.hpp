@@ -60,6 +60,20 @@ BITEXACT_INLINE constexpr unpacked decode(format f, std::uint32_t bits, bool den
   return u;
 }
 
+// Whether a bit pattern of F is a normal number, in one or two integer tests:
+// the fast paths of add and mul take only these, so unpack's cases are skipped.
+template <format F>
+BITEXACT_INLINE constexpr bool is_normal_pattern(std::uint32_t bits) {
+  constexpr std::uint32_t max_biased = static_cast<std::uint32_t>(F.max_biased_exponent());
+  const std::uint32_t biased = (bits >> F.fraction_bits) & max_biased;
+  if constexpr (F.has_infinity()) {
+    return biased - 1 < max_biased - 1;  // 1 .. max_biased - 1, by unsigned wrap-around
+  } else {
+    constexpr std::uint32_t magnitude_mask = (1u << (F.width() - 1)) - 1;
+    return (biased != 0) & ((bits & magnitude_mask) != magnitude_mask);  // E4M3FN: all ones is NaN
+  }
+}
+
 template <format F>
 BITEXACT_INLINE constexpr unpacked unpack(value<F> x, const environment& env = {}) {
   return decode(F, x.bits, env.denormals_are_zero);

@@ -38,7 +38,7 @@ void worked_example(output_style style) {
   std::printf("== 1. The paper's Section 3.3.2 example ==\n\n");
   const float32 accumulated{0xC01A0E2E};  // bf16 -2.40625 plus residue from earlier small terms
   const float32 next{0xC0130000};         // another bf16 value, -2.296875
-  std::printf("The fp32 accumulator holds %s: bf16 %s plus a small residue.\n", shown(accumulated).c_str(),
+  std::printf("The fp32 accumulator holds %s, which is %s plus a small residue.\n", shown(accumulated).c_str(),
               shown(convert<bf16>(accumulated, environment{rounding_mode::toward_zero}).result).c_str());
   std::printf("The next term is %s. Add them in fp32:\n\n", shown(next).c_str());
   auto [sum, sum_record] = traced([&](auto& recorder) { return add(accumulated, next, {}, recorder); });

@@ -85,12 +85,11 @@ constexpr environment fused_sum_environment(const fused_sum_unit& unit) {
 // terms (in units of 2^lsb_exponent) rounded once, in round_pack.
 template <format Acc, class O>
 BITEXACT_INLINE constexpr rounded<Acc> round_fused_sum(const environment& env, std::int64_t sum, int lsb_exponent,
-                                                       bool every_term_negative_zero, O&& obs) {
+                                                       O&& obs) {
   flags raised;
   // The unit never returns -0: an exact-zero sum, even of negative zeros, and a
   // negative sum that rounds to zero both give +0 (probe_mma, zeros and
   // tiny-products tiles on H200).
-  (void)every_term_negative_zero;
   if (sum == 0) {
     report(obs, special_event{special_reason::zero_result});
     return {value<Acc>::zero(false), raised};
@@ -141,11 +140,9 @@ constexpr rounded<Acc> fused_multiply_add_step(const fused_sum_unit& unit, std::
   term terms[64 + 1];
   const std::size_t count = a.size();
   int max_exponent = unit.zero_term_exponent;
-  bool every_term_negative_zero = c.is_zero() && c.sign();
   for (std::size_t k = 0; k < count; ++k) {
     const unpacked ua = unpack(a[k]), ub = unpack(b[k]);
     const bool zero = ua.kind == value_class::zero || ub.kind == value_class::zero;
-    every_term_negative_zero = every_term_negative_zero && zero && ua.sign != ub.sign;
     terms[k] = {ua.sign != ub.sign, zero ? 0 : std::uint64_t{ua.significand} * ub.significand,
                 ua.exponent + ub.exponent,
                 zero ? unit.zero_term_exponent : detail::nominal_exponent<In>(ua) + detail::nominal_exponent<In>(ub)};
@@ -169,8 +166,7 @@ constexpr rounded<Acc> fused_multiply_add_step(const fused_sum_unit& unit, std::
     }
   }
   report(obs, fused_sum_event{max_exponent, lsb_exponent, sum});
-  return detail::round_fused_sum<Acc>(detail::fused_sum_environment<Acc>(unit), sum, lsb_exponent,
-                                     every_term_negative_zero, obs);
+  return detail::round_fused_sum<Acc>(detail::fused_sum_environment<Acc>(unit), sum, lsb_exponent, obs);
 }
 
 // A dot product of any length as the unit runs it: steps of
@@ -397,7 +393,7 @@ bool mma_m16n8k16_fast_kernel(const fused_sum_unit& unit, std::span<const value<
       for (int n = 0; n < 8; ++n)
         accumulator[n] = sum[n] == 0 ? generic_step(n)
                                      : round_fused_sum<Acc>(env, sum[n], max_exponent[n] - unit.kept_fraction_bits,
-                                                            false, no_observer{})
+                                                            no_observer{})
                                            .result;
     }
     for (int n = 0; n < 8; ++n) d[m * 8 + n] = accumulator[n];

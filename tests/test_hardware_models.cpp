@@ -112,3 +112,14 @@ TEST_CASE("wgmma m64n16k16 equals a fused step per output over 1024 outputs") {
     }
   CHECK(mismatches == 0);
 }
+
+TEST_CASE("a fused step refuses operand spans of different lengths or more than 64 products") {
+  std::array<bfloat16, 65> many{};
+  std::array<bfloat16, 3> three{};
+  const auto step = [](std::span<const bfloat16> a, std::span<const bfloat16> b) {
+    return fused_multiply_add_step<fp32, bf16>(sm90_tensor_core, a, b, float32{});
+  };
+  CHECK_THROWS_AS(step(many, many), std::invalid_argument);
+  CHECK_THROWS_AS(step(three, std::span<const bfloat16>(many).first(2)), std::invalid_argument);
+  CHECK_NOTHROW(step(three, three));
+}

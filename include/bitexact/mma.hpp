@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <span>
+#include <stdexcept>
 #include <type_traits>
 
 #include "environment.hpp"
@@ -137,6 +138,8 @@ constexpr rounded<Acc> fused_multiply_add_step(const fused_sum_unit& unit, std::
     int exponent;
     int nominal;
   };
+  if (a.size() != b.size() || a.size() > 64)
+    throw std::invalid_argument("fused_multiply_add_step: a and b must have the same length, at most 64 products");
   term terms[64 + 1];
   const std::size_t count = a.size();
   int max_exponent = unit.zero_term_exponent;

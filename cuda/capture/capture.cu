@@ -41,14 +41,14 @@ int main(int argc, char** argv) {
     if (argc > 2 && std::string(argv[2]) == "--probe") {  // does this binary run on this driver?
         int* d;
         int h = 0;
-        CHECK_CUDA(cudaMalloc(&d, 4));
+        PROBE_CHECK(cudaMalloc(&d, 4));
         kernel_probe<<<1, 1>>>(d);
-        CHECK_CUDA(cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost));
+        PROBE_CHECK(cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost));
         return h == 42 ? 0 : 4;
     }
     g_info = std::fopen((out_dir + "/info.txt").c_str(), "a");
     cudaDeviceProp prop;
-    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+    PROBE_CHECK(cudaGetDeviceProperties(&prop, 0));
     int driver = 0, runtime = 0;
     cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);

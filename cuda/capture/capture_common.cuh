@@ -13,15 +13,8 @@
 
 #include <cuda_runtime.h>
 
-#define CHECK_CUDA(call)                                                              \
-    do {                                                                              \
-        cudaError_t status_ = (call);                                                 \
-        if (status_ != cudaSuccess) {                                                 \
-            std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(status_), \
-                         __FILE__, __LINE__);                                         \
-            std::exit(2);                                                             \
-        }                                                                             \
-    } while (0)
+#include "../probe_common.cuh"
+
 
 __host__ __device__ inline uint32_t bits_of(float x) {
     uint32_t u;

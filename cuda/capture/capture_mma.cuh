@@ -426,20 +426,20 @@ static void execute_tiles(int variant, Tiles& t, std::vector<uint16_t>& c16, std
     const size_t a_n = t.a.size(), b_n = t.b.size(), c_n = t.c.size();
     uint16_t *d_a, *d_b;
     void *d_c, *d_d;
-    CHECK_CUDA(cudaMalloc(&d_a, a_n * 2));
-    CHECK_CUDA(cudaMalloc(&d_b, b_n * 2));
-    CHECK_CUDA(cudaMalloc(&d_c, c_n * 4));
-    CHECK_CUDA(cudaMalloc(&d_d, c_n * 4));
-    CHECK_CUDA(cudaMemcpy(d_a, t.a.data(), a_n * 2, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(d_b, t.b.data(), b_n * 2, cudaMemcpyHostToDevice));
+    PROBE_CHECK(cudaMalloc(&d_a, a_n * 2));
+    PROBE_CHECK(cudaMalloc(&d_b, b_n * 2));
+    PROBE_CHECK(cudaMalloc(&d_c, c_n * 4));
+    PROBE_CHECK(cudaMalloc(&d_d, c_n * 4));
+    PROBE_CHECK(cudaMemcpy(d_a, t.a.data(), a_n * 2, cudaMemcpyHostToDevice));
+    PROBE_CHECK(cudaMemcpy(d_b, t.b.data(), b_n * 2, cudaMemcpyHostToDevice));
     if (t.c_is_f16) {
         c16.resize(c_n);
         for (size_t i = 0; i < c_n; ++i) c16[i] = (uint16_t)t.c[i];
-        CHECK_CUDA(cudaMemcpy(d_c, c16.data(), c_n * 2, cudaMemcpyHostToDevice));
+        PROBE_CHECK(cudaMemcpy(d_c, c16.data(), c_n * 2, cudaMemcpyHostToDevice));
     } else {
-        CHECK_CUDA(cudaMemcpy(d_c, t.c.data(), c_n * 4, cudaMemcpyHostToDevice));
+        PROBE_CHECK(cudaMemcpy(d_c, t.c.data(), c_n * 4, cudaMemcpyHostToDevice));
     }
-    CHECK_CUDA(cudaMemset(d_d, 0xFF, c_n * 4));
+    PROBE_CHECK(cudaMemset(d_d, 0xFF, c_n * 4));
     switch (variant) {
         case kMmaBf16F32: kernel_mma<kMmaBf16F32><<<(count + 3) / 4, 128>>>(d_a, d_b, d_c, d_d, count); break;
         case kMmaF16F32: kernel_mma<kMmaF16F32><<<(count + 3) / 4, 128>>>(d_a, d_b, d_c, d_d, count); break;
@@ -448,14 +448,14 @@ static void execute_tiles(int variant, Tiles& t, std::vector<uint16_t>& c16, std
             kernel_wgmma<<<264, 128>>>(d_a, d_b, (const uint32_t*)d_c, (uint32_t*)d_d, count);
             break;
     }
-    CHECK_CUDA(cudaGetLastError());
-    CHECK_CUDA(cudaDeviceSynchronize());
+    PROBE_CHECK(cudaGetLastError());
+    PROBE_CHECK(cudaDeviceSynchronize());
     if (t.c_is_f16) {
         d16.resize(c_n);
-        CHECK_CUDA(cudaMemcpy(d16.data(), d_d, c_n * 2, cudaMemcpyDeviceToHost));
+        PROBE_CHECK(cudaMemcpy(d16.data(), d_d, c_n * 2, cudaMemcpyDeviceToHost));
         for (size_t i = 0; i < c_n; ++i) t.d[i] = d16[i];
     } else {
-        CHECK_CUDA(cudaMemcpy(t.d.data(), d_d, c_n * 4, cudaMemcpyDeviceToHost));
+        PROBE_CHECK(cudaMemcpy(t.d.data(), d_d, c_n * 4, cudaMemcpyDeviceToHost));
     }
     cudaFree(d_a);
     cudaFree(d_b);

@@ -287,14 +287,14 @@ static void write_section(Writer& w, const char* name, uint32_t count, const std
 template <typename T>
 static T* to_device(const std::vector<T>& v) {
     T* d;
-    CHECK_CUDA(cudaMalloc(&d, v.size() * sizeof(T)));
-    CHECK_CUDA(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    PROBE_CHECK(cudaMalloc(&d, v.size() * sizeof(T)));
+    PROBE_CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
     return d;
 }
 template <typename T>
 static std::vector<T> from_device(const T* d, size_t n) {
     std::vector<T> v(n);
-    CHECK_CUDA(cudaMemcpy(v.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+    PROBE_CHECK(cudaMemcpy(v.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
     return v;
 }
 
@@ -309,9 +309,9 @@ static void run_ops(const std::string& out_dir) {
         std::vector<uint32_t> a(n), b(n), c(n);
         for (int i = 0; i < n; ++i) f32_case(rng, i % 16, a[i], b[i], c[i]);
         uint32_t *da = to_device(a), *db = to_device(b), *dc = to_device(c), *dout;
-        CHECK_CUDA(cudaMalloc(&dout, (size_t)n * kF32Outputs * 4));
+        PROBE_CHECK(cudaMalloc(&dout, (size_t)n * kF32Outputs * 4));
         kernel_f32<<<n / 256, 256>>>(da, db, dc, dout, n);
-        CHECK_CUDA(cudaDeviceSynchronize());
+        PROBE_CHECK(cudaDeviceSynchronize());
         std::vector<uint32_t> out = from_device(dout, (size_t)n * kF32Outputs);
         std::vector<ArraySpec> arrays = {{"a", 4, 1, a.data()}, {"b", 4, 1, b.data()}, {"c", 4, 1, c.data()}};
         for (int k = 0; k < kF32Outputs; ++k) arrays.push_back({kF32OutputNames[k], 4, 0, &out[(size_t)k * n]});
@@ -324,9 +324,9 @@ static void run_ops(const std::string& out_dir) {
         std::vector<uint16_t> a(n), b(n), c(n);
         for (int i = 0; i < n; ++i) bf16_case(rng, i % 16, a[i], b[i], c[i]);
         uint16_t *da = to_device(a), *db = to_device(b), *dc = to_device(c), *dout;
-        CHECK_CUDA(cudaMalloc(&dout, (size_t)n * 3 * 2));
+        PROBE_CHECK(cudaMalloc(&dout, (size_t)n * 3 * 2));
         kernel_bf16<<<n / 256, 256>>>(da, db, dc, dout, n);
-        CHECK_CUDA(cudaDeviceSynchronize());
+        PROBE_CHECK(cudaDeviceSynchronize());
         std::vector<uint16_t> out = from_device(dout, (size_t)n * 3);
         write_section(w, "bf16 add(a,b) mul(a,b) fma(a,b,c)", n,
                       {{"a", 2, 1, a.data()}, {"b", 2, 1, b.data()}, {"c", 2, 1, c.data()},
@@ -341,10 +341,10 @@ static void run_ops(const std::string& out_dir) {
         for (int i = 0; i < n; ++i) cvt_case(rng, i % 16, a[i], b[i]);
         uint32_t *da = to_device(a), *db = to_device(b), *d32;
         uint16_t* d16;
-        CHECK_CUDA(cudaMalloc(&d32, (size_t)n * kCvtOutputs32 * 4));
-        CHECK_CUDA(cudaMalloc(&d16, (size_t)n * kCvtOutputs16 * 2));
+        PROBE_CHECK(cudaMalloc(&d32, (size_t)n * kCvtOutputs32 * 4));
+        PROBE_CHECK(cudaMalloc(&d16, (size_t)n * kCvtOutputs16 * 2));
         kernel_cvt<<<n / 256, 256>>>(da, db, d32, d16, n);
-        CHECK_CUDA(cudaDeviceSynchronize());
+        PROBE_CHECK(cudaDeviceSynchronize());
         std::vector<uint32_t> o32 = from_device(d32, (size_t)n * kCvtOutputs32);
         std::vector<uint16_t> o16 = from_device(d16, (size_t)n * kCvtOutputs16);
         std::vector<ArraySpec> arrays = {{"a", 4, 1, a.data()}, {"b", 4, 1, b.data()}};
@@ -359,9 +359,9 @@ static void run_ops(const std::string& out_dir) {
         std::vector<uint32_t> x(n);
         for (int i = 0; i < n; ++i) x[i] = sfu_case(rng, i % 10);
         uint32_t *dx = to_device(x), *dout;
-        CHECK_CUDA(cudaMalloc(&dout, (size_t)n * kSfuOutputs * 4));
+        PROBE_CHECK(cudaMalloc(&dout, (size_t)n * kSfuOutputs * 4));
         kernel_sfu<<<n / 256, 256>>>(dx, dout, n);
-        CHECK_CUDA(cudaDeviceSynchronize());
+        PROBE_CHECK(cudaDeviceSynchronize());
         std::vector<uint32_t> out = from_device(dout, (size_t)n * kSfuOutputs);
         std::vector<ArraySpec> arrays = {{"x", 4, 1, x.data()}};
         for (int k = 0; k < kSfuOutputs; ++k) arrays.push_back({kSfuNames[k], 4, 0, &out[(size_t)k * n]});

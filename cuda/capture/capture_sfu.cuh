@@ -179,17 +179,17 @@ static void write_table(Writer& w, const char* name, const std::vector<uint32_t>
 static void run_sfu(const std::string& out_dir) {
     const size_t n = 1u << 23;
     uint32_t *d_m, *d_p01, *d_p12, *d_r12;
-    CHECK_CUDA(cudaMalloc(&d_m, n * 4));
-    CHECK_CUDA(cudaMalloc(&d_p01, n * 4));
-    CHECK_CUDA(cudaMalloc(&d_p12, n * 4));
-    CHECK_CUDA(cudaMalloc(&d_r12, n * 4));
+    PROBE_CHECK(cudaMalloc(&d_m, n * 4));
+    PROBE_CHECK(cudaMalloc(&d_p01, n * 4));
+    PROBE_CHECK(cudaMalloc(&d_p12, n * 4));
+    PROBE_CHECK(cudaMalloc(&d_r12, n * 4));
     kernel_tables<<<n / 256, 256>>>(d_m, d_p01, d_p12, d_r12);
-    CHECK_CUDA(cudaDeviceSynchronize());
+    PROBE_CHECK(cudaDeviceSynchronize());
     std::vector<uint32_t> m(n), p01(n), p12(n), r12(n);
-    CHECK_CUDA(cudaMemcpy(m.data(), d_m, n * 4, cudaMemcpyDeviceToHost));
-    CHECK_CUDA(cudaMemcpy(p01.data(), d_p01, n * 4, cudaMemcpyDeviceToHost));
-    CHECK_CUDA(cudaMemcpy(p12.data(), d_p12, n * 4, cudaMemcpyDeviceToHost));
-    CHECK_CUDA(cudaMemcpy(r12.data(), d_r12, n * 4, cudaMemcpyDeviceToHost));
+    PROBE_CHECK(cudaMemcpy(m.data(), d_m, n * 4, cudaMemcpyDeviceToHost));
+    PROBE_CHECK(cudaMemcpy(p01.data(), d_p01, n * 4, cudaMemcpyDeviceToHost));
+    PROBE_CHECK(cudaMemcpy(p12.data(), d_p12, n * 4, cudaMemcpyDeviceToHost));
+    PROBE_CHECK(cudaMemcpy(r12.data(), d_r12, n * 4, cudaMemcpyDeviceToHost));
     {
         Writer w(out_dir + "/sfu_tables_a.bin");
         w.bytes("BXTAB01", 8);
@@ -208,19 +208,19 @@ static void run_sfu(const std::string& out_dir) {
     }
 
     SweepState* d_state;
-    CHECK_CUDA(cudaMalloc(&d_state, sizeof(SweepState)));
-    CHECK_CUDA(cudaMemset(d_state, 0, sizeof(SweepState)));
+    PROBE_CHECK(cudaMalloc(&d_state, sizeof(SweepState)));
+    PROBE_CHECK(cudaMemset(d_state, 0, sizeof(SweepState)));
     cudaEvent_t start, stop;
     cudaEventCreate(&start);
     cudaEventCreate(&stop);
     cudaEventRecord(start);
     kernel_sweep<<<132 * 8, 256>>>(d_m, d_p01, d_r12, d_state);
     cudaEventRecord(stop);
-    CHECK_CUDA(cudaDeviceSynchronize());
+    PROBE_CHECK(cudaDeviceSynchronize());
     float ms = 0;
     cudaEventElapsedTime(&ms, start, stop);
     SweepState* s = new SweepState;
-    CHECK_CUDA(cudaMemcpy(s, d_state, sizeof(SweepState), cudaMemcpyDeviceToHost));
+    PROBE_CHECK(cudaMemcpy(s, d_state, sizeof(SweepState), cudaMemcpyDeviceToHost));
     log_line("== GPU sweeps over all 2^32 input bit patterns (%.1f ms) ==", ms);
     for (int model = 0; model < kSweepCount; ++model) {
         log_line("sweep %d: %s: compared %llu mismatches %llu", model, kSweepNames[model], s->compared[model],

@@ -20,11 +20,11 @@ using uint128 = unsigned __int128;
 
 constexpr int msb_index(std::uint64_t x) { return 63 - std::countl_zero(x); }
 // For x known to be nonzero: one bsr, where countl_zero adds a test for zero.
-constexpr int msb_index_nonzero(std::uint64_t x) {
+constexpr int leading_zeros_nonzero(std::uint64_t x) {
 #if defined(__GNUC__)
-  return 63 ^ __builtin_clzll(x);
+  return __builtin_clzll(x);
 #else
-  return msb_index(x);
+  return std::countl_zero(x);
 #endif
 }
 constexpr int msb_index(uint128 x) {

@@ -140,53 +140,89 @@ constexpr bool zero_sum_sign(bool a_sign, bool b_sign, const environment& env) {
   return a_sign == b_sign ? a_sign : env.rounding == rounding_mode::downward;
 }
 
-// a + b for two normal operands of one format F, untraced, with env's rounding
-// mode known at compile time as FixedMode (see with_fixed_rounding). It forms
-// the same exact sum as sum_exactly (the larger term's leading bit at bit 61,
-// the smaller aligned to it with a jam), without branches on data: GCC turns
-// plain ternaries on random signs and exponents into branches that mispredict
-// half the time, so the ordering and the choice between adding and
-// subtracting are done with masks.
-template <format R, format F, int FixedMode>
-BITEXACT_INLINE constexpr rounded<R> add_normals(std::uint32_t a_bits, std::uint32_t b_bits,
-                                                 const environment& env) {
-  constexpr int top = 61;  // sum_exactly's leading-bit position for 64-bit terms
-  constexpr int lead_shift = top - F.fraction_bits;
-  constexpr std::uint32_t hidden = 1u << F.fraction_bits;
-  constexpr std::uint32_t magnitude_mask = (1u << (F.width() - 1)) - 1;
-  // Order by magnitude, an integer compare of the bit patterns: the larger
-  // term then has the larger (or equal) exponent, and subtracting the smaller
-  // never goes negative. (sum_exactly orders by exponent and negates a
-  // negative difference instead; the sum and its sign come out the same.)
-  const std::uint32_t swap = -static_cast<std::uint32_t>((a_bits & magnitude_mask) < (b_bits & magnitude_mask));
-  const std::uint32_t bits_change = (a_bits ^ b_bits) & swap;
-  const std::uint32_t big_bits = a_bits ^ bits_change;
-  const std::uint32_t small_bits = b_bits ^ bits_change;
-  const auto biased = [](std::uint32_t bits) {
-    return static_cast<int>((bits >> F.fraction_bits) & static_cast<std::uint32_t>(F.max_biased_exponent()));
-  };
-  const auto term = [](std::uint32_t bits) { return std::uint64_t{(bits & (hidden - 1)) | hidden} << lead_shift; };
-  const int big_biased = biased(big_bits);
-  const std::uint64_t big = term(big_bits);
-  const std::uint64_t small_unaligned = term(small_bits);
-  // Align the smaller term, jamming what falls off into bit 0 (shift_right_jam
-  // in one 64-bit word: past 63 places only the jam is left either way).
-  const int difference = big_biased - biased(small_bits);
-  const int align_shift = difference < 63 ? difference : 63;
-  const std::uint64_t small_kept = small_unaligned >> align_shift;
-  const std::uint64_t small = small_kept | ((small_kept << align_shift) != small_unaligned);
-  // Subtract by adding the two's complement when the signs differ.
-  const std::uint64_t subtract = -static_cast<std::uint64_t>(((a_bits ^ b_bits) >> (F.width() - 1)) & 1);
-  const std::uint64_t magnitude = big + ((small ^ subtract) - subtract);
-  flags raised;
-  if (magnitude == 0) [[unlikely]] {
-    const bool a_sign = (a_bits >> (F.width() - 1)) & 1, b_sign = (b_bits >> (F.width() - 1)) & 1;
-    return {value<R>::zero(zero_sum_sign(a_sign, b_sign, env)), raised};
+// The fast paths of add and mul let the host's binary64 arithmetic form the
+// exact sum or product of two normal operands: an exact result does not
+// depend on the host's rounding mode, flush-to-zero or any other setting, and
+// it is always a normal double (it is nonzero and at least 2^-149 in
+// magnitude). round_pack then rounds it like any other exact value.
+static_assert(std::numeric_limits<double>::is_iec559, "the fast paths need IEEE binary64 doubles");
+
+// A normal value of F as a double, exactly, by way of its fp32 bit pattern
+// (every format here has at most fp32's exponent range and precision).
+template <format F>
+BITEXACT_INLINE constexpr double exact_double(std::uint32_t bits) {
+  static_assert(F.exponent_bits <= 8 && F.fraction_bits <= 23);
+  std::uint32_t fp32_bits;
+  if constexpr (F.exponent_bits == 8) {
+    fp32_bits = bits << (23 - F.fraction_bits);  // fp32's layout with fewer fraction bits
+  } else {
+    constexpr int sign_shift = F.width() - 1;
+    const std::uint32_t magnitude = bits & ((1u << sign_shift) - 1);
+    fp32_bits = ((bits >> sign_shift) << 31) |
+                ((magnitude << (23 - F.fraction_bits)) + (static_cast<std::uint32_t>(127 - F.bias()) << 23));
   }
-  const bool sign = (big_bits >> (F.width() - 1)) & 1;
-  const int exponent = big_biased - F.bias() - F.fraction_bits - lead_shift;
-  const value<R> result = round_pack<R, no_observer, FixedMode>(sign, exponent, magnitude, false, env, raised);
+  return static_cast<double>(std::bit_cast<float>(fp32_bits));
+}
+
+// Round a finite nonzero double into R. Its bit pattern is already an
+// extended pattern of R (see round_extended) once R's exponent bias replaces
+// binary64's, whenever the value is normal and finite in R before rounding;
+// anything else goes through round_pack.
+template <format R, int FixedMode = run_time_rounding, class O = no_observer>
+BITEXACT_INLINE constexpr value<R> round_double(double exact, const environment& env, flags& raised, O&& obs = {}) {
+  constexpr int extra = 52 - R.fraction_bits;
+  constexpr std::uint64_t unit = std::uint64_t{1} << 52;  // one in binary64's exponent field
+  constexpr std::uint64_t rebias = static_cast<std::uint64_t>(1023 - R.bias()) * unit;
+  constexpr std::uint64_t largest_field = R.has_infinity() ? R.max_biased_exponent() - 1 : R.max_biased_exponent();
+  const auto bits = std::bit_cast<std::uint64_t>(exact);
+  const bool sign = bits >> 63;
+  const std::uint64_t magnitude = bits & ~(std::uint64_t{1} << 63);
+  const int biased = static_cast<int>(magnitude >> 52);
+  if (magnitude - rebias - unit < largest_field * unit) [[likely]]
+    return round_extended<R, extra, FixedMode>(sign, magnitude - rebias, false,
+                                               {biased - 1023 - R.fraction_bits, false, false}, env, raised, obs);
+  const std::uint64_t fraction = magnitude & (unit - 1);
+  return round_pack<R, O&, FixedMode>(sign, (biased ? biased : 1) - 1075, biased ? fraction | unit : fraction, false,
+                                     env, raised, obs);
+}
+
+template <format R, int FixedMode>
+BITEXACT_INLINE constexpr rounded<R> round_exact_double(double exact, const environment& env) {
+  flags raised;
+  const value<R> result = round_double<R, FixedMode>(exact, env, raised);
   return {result, raised};
+}
+
+template <format R, format A, format B>
+[[gnu::noinline]] constexpr rounded<R> add_or_sub_untraced(operation op, value<A> a, value<B> b,
+                                                          const environment& env);
+
+// a + b (b already negated for a subtraction) for operands of one format F,
+// untraced, when it is exact in a double: both operands normal and their
+// exponents at most 52 - F.fraction_bits apart. Anything else goes to the
+// general code, out of line.
+template <format R, format F>
+BITEXACT_INLINE constexpr rounded<R> add_fast(operation op, value<F> a, value<F> b, std::uint32_t b_bits,
+                                              const environment& env) {
+  constexpr int max_biased = F.max_biased_exponent();
+  constexpr int far_apart = 52 - F.fraction_bits;
+  bool exact;
+  if constexpr (max_biased - 2 <= far_apart) {
+    exact = is_normal_pattern<F>(a.bits) && is_normal_pattern<F>(b_bits);  // any two normals are close enough
+  } else {
+    // a's exponent at least far_apart binades inside the normal range and b's
+    // within far_apart of it: both are then normal (IEEE formats only here).
+    static_assert(F.has_infinity());
+    constexpr std::uint32_t exponent_mask = static_cast<std::uint32_t>(max_biased) << F.fraction_bits;
+    constexpr std::uint32_t unit = 1u << F.fraction_bits;
+    const std::uint32_t a_field = a.bits & exponent_mask, b_field = b_bits & exponent_mask;
+    exact = a_field - (far_apart + 1) * unit <= (max_biased - 2 - 2 * far_apart) * unit &&
+            a_field - b_field + far_apart * unit <= 2 * far_apart * unit;
+  }
+  if (!exact) [[unlikely]] return add_or_sub_untraced<R>(op, a, b, env);
+  const double sum = exact_double<F>(a.bits) + exact_double<F>(b_bits);
+  if (sum == 0) [[unlikely]] return {value<R>::zero(zero_sum_sign(a.sign(), b_bits >> (F.width() - 1), env)), {}};
+  return with_fixed_rounding(env, [&](auto mode) { return round_exact_double<R, mode()>(sum, env); });
 }
 
 template <format R, format A, format B, class O>
@@ -240,7 +276,7 @@ constexpr rounded<R> add_or_sub_general(operation op, value<A> a, value<B> b, co
 // carry the registers and code of every special case.
 template <format R, format A, format B>
 [[gnu::noinline]] constexpr rounded<R> add_or_sub_untraced(operation op, value<A> a, value<B> b,
-                                                                      const environment& env) {
+                                                          const environment& env) {
   no_observer none;
   return add_or_sub_general<R>(op, a, b, env, none);
 }
@@ -248,10 +284,7 @@ template <format R, format A, format B>
 template <format R, format A, format B, class O>
 BITEXACT_INLINE constexpr rounded<R> add_or_sub(operation op, value<A> a, value<B> b, const environment& env, O& obs) {
   if constexpr (!is_observing<O> && A == B) {
-    const std::uint32_t b_bits = op == operation::sub ? (-b).bits : b.bits;
-    if (is_normal_pattern<A>(a.bits) && is_normal_pattern<A>(b_bits)) [[likely]]
-      return with_fixed_rounding(env, [&](auto mode) { return add_normals<R, A, mode()>(a.bits, b_bits, env); });
-    return add_or_sub_untraced<R>(op, a, b, env);
+    return add_fast<R>(op, a, b, op == operation::sub ? (-b).bits : b.bits, env);
   } else {
     return add_or_sub_general<R>(op, a, b, env, obs);
   }
@@ -295,23 +328,13 @@ constexpr auto sub(value<A> a, value<B> b, const environment& env = {}, O&& obs 
 namespace detail {
 
 // a * b for two normal operands, untraced, with env's rounding mode known at
-// compile time as FixedMode: the product of the significands is exact in 64 bits.
+// compile time as FixedMode: the product of two significands of at most 24
+// bits is exact in a double.
 template <format R, format A, format B, int FixedMode>
 BITEXACT_INLINE constexpr rounded<R> multiply_normals(std::uint32_t a_bits, std::uint32_t b_bits,
                                                       const environment& env) {
-  const auto significand = [](std::uint32_t bits, format f) {
-    return std::uint64_t{(bits & ((1u << f.fraction_bits) - 1)) | (1u << f.fraction_bits)};
-  };
-  const auto biased = [](std::uint32_t bits, format f) {
-    return static_cast<int>((bits >> f.fraction_bits) & static_cast<std::uint32_t>(f.max_biased_exponent()));
-  };
-  const bool sign = ((a_bits >> (A.width() - 1)) ^ (b_bits >> (B.width() - 1))) & 1;
-  const int exponent = biased(a_bits, A) + biased(b_bits, B) - (A.bias() + A.fraction_bits) -
-                       (B.bias() + B.fraction_bits);
-  flags raised;
-  const value<R> result = round_pack<R, no_observer, FixedMode>(
-      sign, exponent, significand(a_bits, A) * significand(b_bits, B), false, env, raised);
-  return {result, raised};
+  static_assert(A.precision() + B.precision() <= 53);
+  return round_exact_double<R, FixedMode>(exact_double<A>(a_bits) * exact_double<B>(b_bits), env);
 }
 
 template <format R, format A, format B, class O>
@@ -575,7 +598,6 @@ constexpr rounded<R> from_double(double x, const environment& env = {}) {
   const int biased = static_cast<int>((bits >> 52) & 0x7FF);
   const std::uint64_t fraction = bits & ((std::uint64_t{1} << 52) - 1);
   flags raised;
-  no_observer none;
   if (biased == 0x7FF) {
     if (fraction == 0) {
       if constexpr (!R.has_infinity()) raised.bits |= flags::invalid;
@@ -590,9 +612,7 @@ constexpr rounded<R> from_double(double x, const environment& env = {}) {
     }
   }
   if (biased == 0 && (fraction == 0 || env.denormals_are_zero)) return {value<R>::zero(sign), raised};
-  const std::uint64_t significand = biased ? fraction | (std::uint64_t{1} << 52) : fraction;
-  const int exponent = (biased ? biased : 1) - 1023 - 52;
-  const value<R> result = round_pack<R>(sign, exponent, significand, false, env, raised, none);
+  const value<R> result = detail::round_double<R>(x, env, raised);
   return {result, raised};
 }
 

@@ -150,47 +150,59 @@ constexpr value<F> overflow_result(bool sign, const environment& env) {
   return to_infinity ? infinity_result<F>(sign, env) : value<F>::max_finite(sign);
 }
 
-// Round (-1)^sign * significand * 2^exponent (+ a little more when
-// inexact_below) into format F. significand must be nonzero. FixedMode, when
-// not run_time_rounding, is env.rounding known at compile time.
-template <format F, class O = no_observer, int FixedMode = run_time_rounding>
-BITEXACT_INLINE constexpr value<F> round_pack(bool sign, int exponent, std::uint64_t significand, bool inexact_below,
-                              const environment& env, flags& raised, O&& obs = {}) {
-  const rounding_mode mode = FixedMode == run_time_rounding ? env.rounding : static_cast<rounding_mode>(FixedMode);
-  const int leading_exponent = exponent + msb_index_nonzero(significand);
-  const bool subnormal = leading_exponent < F.min_exponent();
-  const int lsb_exponent = (subnormal ? F.min_exponent() : leading_exponent) - F.fraction_bits;
-  auto [kept, dropped] = split_at(significand, lsb_exponent - exponent, inexact_below);
-  const rounding_decision decision = decide_rounding(mode, sign, kept & 1, dropped, env.random_bits);
-  const bool inexact = dropped.any();
-  const std::uint64_t rounded_kept = kept + decision.increment;
+// Where a rounding happens, for the trace only: the exponent of the last kept
+// bit, whether the result is subnormal, and whether it is tiny by the
+// environment's rule.
+struct rounding_place {
+  int lsb_exponent = 0;
+  bool subnormal = false;
+  bool tiny = false;
+};
 
-  bool tiny = subnormal;
-  if (subnormal && env.tiny == tininess::after_rounding && leading_exponent == F.min_exponent() - 1) {
-    // After-rounding tininess asks whether rounding at full precision, with an
-    // unbounded exponent range, would have reached the smallest normal.
-    auto [wide_kept, wide_dropped] = split_at(significand, lsb_exponent - 1 - exponent, inexact_below);
-    const rounding_decision wide =
-        decide_rounding(mode, sign, wide_kept & 1, wide_dropped, env.random_bits);
-    tiny = ((wide_kept + wide.increment) >> F.precision()) == 0;
+// The number of discarded bits that round_pack keeps below F's last bit in
+// an extended pattern: F's magnitude pattern then fits in the rest of a
+// 64-bit word even when its exponent field has overflowed by one (and a
+// rounding carry goes into the exponent field). Stochastic rounding reads 32
+// of them, so fp32 needs all 32.
+template <format F>
+inline constexpr int round_pack_extra_bits = 64 - F.width();
+
+// The rounding step itself. extended is the exact magnitude truncated
+// ExtraBits bits below F's last bit, written as F's magnitude bit pattern
+// with those ExtraBits bits appended (a subnormal has exponent field 0);
+// inexact_below says whether anything nonzero lies further down. The pattern
+// is rounded where it stands: an increment that carries out of the fraction
+// increments the exponent field, and the magnitude reaches the infinity
+// pattern (E4M3FN: the NaN pattern) exactly when the result overflows.
+// FixedMode, when not run_time_rounding, is env.rounding known at compile time.
+template <format F, int ExtraBits, int FixedMode = run_time_rounding, class O = no_observer>
+BITEXACT_INLINE constexpr value<F> round_extended(bool sign, std::uint64_t extended, bool inexact_below,
+                                                  const rounding_place& place, const environment& env,
+                                                  flags& raised, O&& obs = {}) {
+  static_assert(ExtraBits >= 1 && ExtraBits <= 63);
+  const rounding_mode mode = FixedMode == run_time_rounding ? env.rounding : static_cast<rounding_mode>(FixedMode);
+  const std::uint64_t kept = extended >> ExtraBits;
+  const discarded_bits dropped{extended << (64 - ExtraBits), inexact_below};
+  const rounding_decision decision = decide_rounding(mode, sign, kept & 1, dropped, env.random_bits);
+  std::uint64_t magnitude = kept + decision.increment;
+  if constexpr (FixedMode == static_cast<int>(rounding_mode::nearest_even) && !is_observing<O>) {
+    // The same increment in fewer instructions: adding just under half an ulp,
+    // and one more when the last kept bit is odd or something lies below the
+    // extra bits, carries into the kept bits exactly when the guard bit is set
+    // and it is not a tie that stays even.
+    constexpr std::uint64_t half_ulp = std::uint64_t{1} << (ExtraBits - 1);
+    magnitude = (extended + (half_ulp - 1) + ((kept & 1) | inexact_below)) >> ExtraBits;
   }
 
   if constexpr (is_observing<O>) {
-    const bool carry_out = !subnormal && (rounded_kept >> F.precision()) != 0;
-    obs.on(rounding_event{F, env.rounding, sign, lsb_exponent, kept, dropped.guard(), dropped.round(),
-                          dropped.sticky(), decision.increment, decision.reason,
-                          carry_out || (subnormal && (rounded_kept >> F.fraction_bits) != 0), subnormal, tiny});
+    constexpr std::uint64_t fraction_mask = value<F>::fraction_mask();
+    const std::uint64_t significand = place.subnormal ? kept : (kept & fraction_mask) | (fraction_mask + 1);
+    const bool carry_out = ((kept ^ magnitude) >> F.fraction_bits) != 0;
+    obs.on(rounding_event{F, env.rounding, sign, place.lsb_exponent, significand, dropped.guard(), dropped.round(),
+                          dropped.sticky(), decision.increment, decision.reason, carry_out, place.subnormal,
+                          place.tiny});
   }
 
-  // A normal significand, hidden bit included, is added to the exponent field
-  // less one: a carry out of the significand (2^precision after rounding up)
-  // then increments the exponent by itself, and the packed magnitude reaches
-  // the infinity pattern (E4M3FN: the NaN pattern) exactly when the result
-  // overflows. A subnormal that rounded up to 2^min_exponent carries into the
-  // exponent field likewise.
-  const std::uint64_t magnitude =
-      subnormal ? rounded_kept
-                : (static_cast<std::uint64_t>(leading_exponent + F.bias() - 1) << F.fraction_bits) + rounded_kept;
   constexpr std::uint64_t overflow_threshold =
       (static_cast<std::uint64_t>(F.max_biased_exponent()) << F.fraction_bits) |
       (F.has_infinity() ? 0 : value<F>::fraction_mask());
@@ -199,14 +211,52 @@ BITEXACT_INLINE constexpr value<F> round_pack(bool sign, int exponent, std::uint
     report(obs, special_event{special_reason::overflow});
     return overflow_result<F>(sign, env);
   }
-  if (tiny && env.flush_to_zero) [[unlikely]] {
+  if (place.tiny && env.flush_to_zero) [[unlikely]] {
     raised.bits |= flags::underflow | flags::inexact;
     report(obs, special_event{special_reason::flushed_to_zero});
     return value<F>::zero(sign);
   }
-  raised.bits |= inexact ? flags::inexact | (tiny ? flags::underflow : 0) : 0;
+  raised.bits |= dropped.any() ? flags::inexact | (place.tiny ? flags::underflow : 0) : 0;
   return value<F>::from_bits((std::uint32_t{sign} << (F.width() - 1)) | static_cast<std::uint32_t>(magnitude));
 }
 
+// Round (-1)^sign * significand * 2^exponent (+ a little more when
+// inexact_below) into format F: lay it out as an extended pattern and round
+// that. significand must be nonzero.
+template <format F, class O = no_observer, int FixedMode = run_time_rounding>
+BITEXACT_INLINE constexpr value<F> round_pack(bool sign, int exponent, std::uint64_t significand, bool inexact_below,
+                                              const environment& env, flags& raised, O&& obs = {}) {
+  constexpr int extra = round_pack_extra_bits<F>;
+  constexpr int lost = 64 - F.precision() - extra;  // = F.exponent_bits: the aligned bits below the pattern
+  const int leading_zeros = leading_zeros_nonzero(significand);
+  const int leading_exponent = exponent + 63 - leading_zeros;
+  if (leading_exponent >= F.min_exponent()) [[likely]] {
+    // A normal result keeps the top precision bits of the significand with its
+    // leading bit at bit 63. Past the largest exponent, the exponent field is
+    // held at its all-ones value plus one, which still fits and still
+    // overflows.
+    const std::uint64_t aligned = significand << leading_zeros;
+    const int field_exponent = leading_exponent < F.max_exponent() + 1 ? leading_exponent : F.max_exponent() + 1;
+    const std::uint64_t extended =
+        (static_cast<std::uint64_t>(field_exponent + F.bias() - 1) << (F.fraction_bits + extra)) + (aligned >> lost);
+    return round_extended<F, extra, FixedMode>(sign, extended, inexact_below || (aligned << (64 - lost)) != 0,
+                                               {leading_exponent - F.fraction_bits, false, false}, env, raised, obs);
+  }
+  // A subnormal result keeps the bits at and above the smallest normal's last bit.
+  const rounding_mode mode = FixedMode == run_time_rounding ? env.rounding : static_cast<rounding_mode>(FixedMode);
+  const int lsb_exponent = F.min_exponent() - F.fraction_bits;
+  const auto [kept, dropped] = split_at(significand, lsb_exponent - exponent, inexact_below);
+  bool tiny = true;
+  if (env.tiny == tininess::after_rounding && leading_exponent == F.min_exponent() - 1) {
+    // After-rounding tininess asks whether rounding at full precision, with an
+    // unbounded exponent range, would have reached the smallest normal.
+    const auto [wide_kept, wide_dropped] = split_at(significand, lsb_exponent - 1 - exponent, inexact_below);
+    const rounding_decision wide = decide_rounding(mode, sign, wide_kept & 1, wide_dropped, env.random_bits);
+    tiny = ((wide_kept + wide.increment) >> F.precision()) == 0;
+  }
+  const std::uint64_t extended = (kept << extra) | (dropped.field >> (64 - extra));
+  const bool below = dropped.below_field || (dropped.field << extra) != 0;
+  return round_extended<F, extra, FixedMode>(sign, extended, below, {lsb_exponent, true, tiny}, env, raised, obs);
+}
 
 }  // namespace bitexact

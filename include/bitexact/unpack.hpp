@@ -64,11 +64,16 @@ BITEXACT_INLINE constexpr unpacked decode(format f, std::uint32_t bits, bool den
 // the fast paths of add and mul take only these, so unpack's cases are skipped.
 template <format F>
 BITEXACT_INLINE constexpr bool is_normal_pattern(std::uint32_t bits) {
-  constexpr std::uint32_t max_biased = static_cast<std::uint32_t>(F.max_biased_exponent());
-  const std::uint32_t biased = (bits >> F.fraction_bits) & max_biased;
   if constexpr (F.has_infinity()) {
-    return biased - 1 < max_biased - 1;  // 1 .. max_biased - 1, by unsigned wrap-around
+    // 1 .. max_biased - 1: with the exponent field moved to the top of the
+    // word (the sign shifted out), adding one to it wraps the all-ones field
+    // to zero, and both ends then read below two (GCC: one lea, one compare).
+    constexpr int field_shift = 32 - F.exponent_bits;
+    const std::uint32_t field_plus_one = (bits << (33 - F.width())) + (1u << field_shift);
+    return field_plus_one >= (2u << field_shift);
   } else {
+    constexpr std::uint32_t max_biased = static_cast<std::uint32_t>(F.max_biased_exponent());
+    const std::uint32_t biased = (bits >> F.fraction_bits) & max_biased;
     constexpr std::uint32_t magnitude_mask = (1u << (F.width() - 1)) - 1;
     return (biased != 0) & ((bits & magnitude_mask) != magnitude_mask);  // E4M3FN: all ones is NaN
   }

@@ -10,6 +10,7 @@
 
 #include "bits.hpp"
 #include "environment.hpp"
+#include "exact_host.hpp"
 #include "format.hpp"
 #include "observer.hpp"
 #include "round.hpp"
@@ -140,57 +141,21 @@ constexpr bool zero_sum_sign(bool a_sign, bool b_sign, const environment& env) {
   return a_sign == b_sign ? a_sign : env.rounding == rounding_mode::downward;
 }
 
-// The fast paths of add and mul let the host's binary64 arithmetic form the
-// exact sum or product of two normal operands: an exact result does not
-// depend on the host's rounding mode, flush-to-zero or any other setting, and
-// it is always a normal double (it is nonzero and at least 2^-149 in
-// magnitude). round_pack then rounds it like any other exact value.
-static_assert(std::numeric_limits<double>::is_iec559, "the fast paths need IEEE binary64 doubles");
-
-// A normal value of F as a double, exactly, by way of its fp32 bit pattern
-// (every format here has at most fp32's exponent range and precision).
-template <format F>
-BITEXACT_INLINE constexpr double exact_double(std::uint32_t bits) {
-  static_assert(F.exponent_bits <= 8 && F.fraction_bits <= 23);
-  std::uint32_t fp32_bits;
-  if constexpr (F.exponent_bits == 8) {
-    fp32_bits = bits << (23 - F.fraction_bits);  // fp32's layout with fewer fraction bits
-  } else {
-    constexpr int sign_shift = F.width() - 1;
-    const std::uint32_t magnitude = bits & ((1u << sign_shift) - 1);
-    fp32_bits = ((bits >> sign_shift) << 31) |
-                ((magnitude << (23 - F.fraction_bits)) + (static_cast<std::uint32_t>(127 - F.bias()) << 23));
-  }
-  return static_cast<double>(std::bit_cast<float>(fp32_bits));
-}
-
-// Round a finite nonzero double into R. Its bit pattern is already an
-// extended pattern of R (see round_extended) once R's exponent bias replaces
-// binary64's, whenever the value is normal and finite in R before rounding;
-// anything else goes through round_pack.
-template <format R, int FixedMode = run_time_rounding, class O = no_observer>
-BITEXACT_INLINE constexpr value<R> round_double(double exact, const environment& env, flags& raised, O&& obs = {}) {
-  constexpr int extra = 52 - R.fraction_bits;
-  constexpr std::uint64_t unit = std::uint64_t{1} << 52;  // one in binary64's exponent field
-  constexpr std::uint64_t rebias = static_cast<std::uint64_t>(1023 - R.bias()) * unit;
-  constexpr std::uint64_t largest_field = R.has_infinity() ? R.max_biased_exponent() - 1 : R.max_biased_exponent();
+// The result of a fast path: an exact double rounded into R with env's mode,
+// when it is normal in R before rounding; otherwise Fallback's general code.
+template <format R, class Fallback>
+BITEXACT_INLINE constexpr rounded<R> round_exact_double(double exact, const environment& env, Fallback&& fallback) {
+  using pattern = double_as_extended<R>;
   const auto bits = std::bit_cast<std::uint64_t>(exact);
-  const bool sign = bits >> 63;
-  const std::uint64_t magnitude = bits & ~(std::uint64_t{1} << 63);
-  const int biased = static_cast<int>(magnitude >> 52);
-  if (magnitude - rebias - unit < largest_field * unit) [[likely]]
-    return round_extended<R, extra, FixedMode>(sign, magnitude - rebias, false,
-                                               {biased - 1023 - R.fraction_bits, false, false}, env, raised, obs);
-  const std::uint64_t fraction = magnitude & (unit - 1);
-  return round_pack<R, O&, FixedMode>(sign, (biased ? biased : 1) - 1075, biased ? fraction | unit : fraction, false,
-                                     env, raised, obs);
-}
-
-template <format R, int FixedMode>
-BITEXACT_INLINE constexpr rounded<R> round_exact_double(double exact, const environment& env) {
-  flags raised;
-  const value<R> result = round_double<R, FixedMode>(exact, env, raised);
-  return {result, raised};
+  const std::uint64_t magnitude = bits & ~pattern::sign_bit;
+  if (!pattern::fits(magnitude)) [[unlikely]] return fallback();
+  return with_fixed_rounding(env, [&](auto mode) {
+    flags raised;
+    no_observer none;
+    const value<R> result =
+        pattern::template round<mode()>((bits & pattern::sign_bit) != 0, magnitude, env, raised, none);
+    return rounded<R>{result, raised};
+  });
 }
 
 template <format R, format A, format B>
@@ -204,25 +169,28 @@ template <format R, format A, format B>
 template <format R, format F>
 BITEXACT_INLINE constexpr rounded<R> add_fast(operation op, value<F> a, value<F> b, std::uint32_t b_bits,
                                               const environment& env) {
+  constexpr int far_apart = double_fraction_bits - F.fraction_bits;
   constexpr int max_biased = F.max_biased_exponent();
-  constexpr int far_apart = 52 - F.fraction_bits;
-  bool exact;
+  const auto general = [&] { return add_or_sub_untraced<R>(op, a, b, env); };
   if constexpr (max_biased - 2 <= far_apart) {
-    exact = is_normal_pattern<F>(a.bits) && is_normal_pattern<F>(b_bits);  // any two normals are close enough
+    // Any two normals are close enough.
+    if (!is_normal_pattern<F>(a.bits) || !is_normal_pattern<F>(b_bits)) [[unlikely]] return general();
   } else {
     // a's exponent at least far_apart binades inside the normal range and b's
-    // within far_apart of it: both are then normal (IEEE formats only here).
+    // within far_apart of it: both are then normal.
     static_assert(F.has_infinity());
-    constexpr std::uint32_t exponent_mask = static_cast<std::uint32_t>(max_biased) << F.fraction_bits;
+    constexpr int lowest = F.min_exponent() + far_apart, highest = F.max_exponent() - far_apart;
+    static_assert(highest - lowest >= 64, "the window must hold the common magnitudes");
     constexpr std::uint32_t unit = 1u << F.fraction_bits;
+    constexpr std::uint32_t exponent_mask = static_cast<std::uint32_t>(max_biased) * unit;
     const std::uint32_t a_field = a.bits & exponent_mask, b_field = b_bits & exponent_mask;
-    exact = a_field - (far_apart + 1) * unit <= (max_biased - 2 - 2 * far_apart) * unit &&
-            a_field - b_field + far_apart * unit <= 2 * far_apart * unit;
+    const bool window = a_field - static_cast<std::uint32_t>(lowest + F.bias()) * unit <=
+                        static_cast<std::uint32_t>(highest - lowest) * unit;
+    const bool close = a_field - b_field + far_apart * unit <= 2 * far_apart * unit;
+    if (!(window && close)) [[unlikely]] return general();
   }
-  if (!exact) [[unlikely]] return add_or_sub_untraced<R>(op, a, b, env);
-  const double sum = exact_double<F>(a.bits) + exact_double<F>(b_bits);
-  if (sum == 0) [[unlikely]] return {value<R>::zero(zero_sum_sign(a.sign(), b_bits >> (F.width() - 1), env)), {}};
-  return with_fixed_rounding(env, [&](auto mode) { return round_exact_double<R, mode()>(sum, env); });
+  // An exactly zero sum (b is -a) is not normal and goes to the general code too.
+  return round_exact_double<R>(exact_double<F>(a.bits) + exact_double<F>(b_bits), env, general);
 }
 
 template <format R, format A, format B, class O>
@@ -330,11 +298,16 @@ namespace detail {
 // a * b for two normal operands, untraced, with env's rounding mode known at
 // compile time as FixedMode: the product of two significands of at most 24
 // bits is exact in a double.
-template <format R, format A, format B, int FixedMode>
-BITEXACT_INLINE constexpr rounded<R> multiply_normals(std::uint32_t a_bits, std::uint32_t b_bits,
-                                                      const environment& env) {
+template <format R, format A, format B>
+[[gnu::noinline]] constexpr rounded<R> mul_untraced(value<A> a, value<B> b, const environment& env);
+
+template <format R, format A, format B>
+BITEXACT_INLINE constexpr rounded<R> mul_fast(value<A> a, value<B> b, const environment& env) {
   static_assert(A.precision() + B.precision() <= 53);
-  return round_exact_double<R, FixedMode>(exact_double<A>(a_bits) * exact_double<B>(b_bits), env);
+  const auto general = [&] { return mul_untraced<R>(a, b, env); };
+  if (!is_normal_pattern<A>(a.bits) || !is_normal_pattern<B>(b.bits)) [[unlikely]] return general();
+  // A product that is subnormal or too large in R goes to the general code.
+  return round_exact_double<R>(exact_double<A>(a.bits) * exact_double<B>(b.bits), env, general);
 }
 
 template <format R, format A, format B, class O>
@@ -352,10 +325,7 @@ template <format R = same_format, format A, format B, class O = no_observer>
 constexpr auto mul(value<A> a, value<B> b, const environment& env = {}, O&& obs = {}) {
   constexpr format Rf = detail::pick_result_format<R, A, B>();
   if constexpr (!is_observing<O>) {
-    if (is_normal_pattern<A>(a.bits) && is_normal_pattern<B>(b.bits)) [[likely]]
-      return with_fixed_rounding(
-          env, [&](auto mode) { return detail::multiply_normals<Rf, A, B, mode()>(a.bits, b.bits, env); });
-    return detail::mul_untraced<Rf>(a, b, env);
+    return detail::mul_fast<Rf>(a, b, env);
   } else {
     return detail::mul_general<Rf>(a, b, env, obs);
   }

@@ -216,7 +216,9 @@ BITEXACT_INLINE constexpr value<F> round_extended(bool sign, std::uint64_t exten
     report(obs, special_event{special_reason::flushed_to_zero});
     return value<F>::zero(sign);
   }
-  raised.bits |= dropped.any() ? flags::inexact | (place.tiny ? flags::underflow : 0) : 0;
+  // dropped.any(), as one test of extended's low bits.
+  const bool inexact = (extended & ((std::uint64_t{1} << ExtraBits) - 1)) != 0 || inexact_below;
+  raised.bits |= inexact ? flags::inexact | (place.tiny ? flags::underflow : 0) : 0;
   return value<F>::from_bits((std::uint32_t{sign} << (F.width() - 1)) | static_cast<std::uint32_t>(magnitude));
 }
 

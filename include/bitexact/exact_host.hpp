@@ -1,0 +1,85 @@
+// Exact results from the host's double arithmetic, and their rounding. The
+// fast paths of add and mul let the host add or multiply two normal operands
+// only where the result is exact in a double: an exact result does not
+// depend on the host's rounding mode, flush-to-zero or any other setting, and
+// an exact operation raises no host flag. The host never rounds here; the bit
+// pattern of its exact result is handed to round_extended, the one rounding
+// step, like any other exact value.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <limits>
+
+#include "bits.hpp"
+#include "environment.hpp"
+#include "format.hpp"
+#include "observer.hpp"
+#include "round.hpp"
+
+namespace bitexact::detail {
+
+static_assert(std::numeric_limits<double>::is_iec559, "the fast paths need IEEE binary64 doubles");
+
+inline constexpr int double_fraction_bits = 52, double_bias = 1023;
+
+// A normal value of F as a double, exactly, by way of its fp32 bit pattern
+// (every format here has at most fp32's exponent range and precision).
+template <format F>
+BITEXACT_INLINE constexpr double exact_double(std::uint32_t bits) {
+  static_assert(F.exponent_bits <= 8 && F.fraction_bits <= 23);
+  std::uint32_t fp32_bits;
+  if constexpr (F.exponent_bits == 8) {
+    fp32_bits = bits << (23 - F.fraction_bits);  // fp32's layout with fewer fraction bits
+  } else {
+    constexpr int sign_shift = F.width() - 1;
+    const std::uint32_t magnitude = bits & ((1u << sign_shift) - 1);
+    fp32_bits = ((bits >> sign_shift) << 31) |
+                ((magnitude << (23 - F.fraction_bits)) + (static_cast<std::uint32_t>(127 - F.bias()) << 23));
+  }
+  return static_cast<double>(std::bit_cast<float>(fp32_bits));
+}
+
+// A double's bit pattern, without the sign, is an extended pattern of R (see
+// round_extended) with 52 - R.fraction_bits extra bits once R's exponent bias
+// replaces binary64's: whenever the value is normal in R and has not
+// overflowed before rounding.
+template <format R>
+struct double_as_extended {
+  static constexpr int extra_bits = double_fraction_bits - R.fraction_bits;
+  static constexpr std::uint64_t sign_bit = std::uint64_t{1} << 63;
+  static constexpr std::uint64_t unit = std::uint64_t{1} << double_fraction_bits;  // one in the exponent field
+  static constexpr std::uint64_t rebias = static_cast<std::uint64_t>(double_bias - R.bias()) * unit;
+  static constexpr std::uint64_t largest_field =
+      R.has_infinity() ? R.max_biased_exponent() - 1 : R.max_biased_exponent();
+
+  // Whether R's exponent field of this magnitude is 1 .. largest_field.
+  BITEXACT_INLINE static constexpr bool fits(std::uint64_t magnitude) {
+    return magnitude - rebias - unit < largest_field * unit;
+  }
+  template <int FixedMode, class O>
+  BITEXACT_INLINE static constexpr value<R> round(bool sign, std::uint64_t magnitude, const environment& env,
+                                                  flags& raised, O& obs) {
+    rounding_place place;
+    if constexpr (is_observing<O>)
+      place.lsb_exponent = static_cast<int>(magnitude >> double_fraction_bits) - double_bias - R.fraction_bits;
+    return round_extended<R, extra_bits, FixedMode>(sign, magnitude - rebias, false, place, env, raised, obs);
+  }
+};
+
+// Round a finite nonzero double into R (from_double).
+template <format R, class O = no_observer>
+constexpr value<R> round_double(double exact, const environment& env, flags& raised, O&& obs = {}) {
+  using pattern = double_as_extended<R>;
+  const auto bits = std::bit_cast<std::uint64_t>(exact);
+  const bool sign = (bits & pattern::sign_bit) != 0;
+  const std::uint64_t magnitude = bits & ~pattern::sign_bit;
+  if (pattern::fits(magnitude)) [[likely]]
+    return pattern::template round<run_time_rounding>(sign, magnitude, env, raised, obs);
+  const int biased = static_cast<int>(magnitude >> double_fraction_bits);
+  const std::uint64_t fraction = magnitude & (pattern::unit - 1);
+  return round_pack<R>(sign, (biased ? biased : 1) - double_bias - double_fraction_bits,
+                       biased ? fraction | pattern::unit : fraction, false, env, raised, obs);
+}
+
+}  // namespace bitexact::detail

@@ -42,21 +42,19 @@ BITEXACT_INLINE constexpr double exact_double(std::uint32_t bits) {
 
 // A double's bit pattern, without the sign, is an extended pattern of R (see
 // round_extended) with 52 - R.fraction_bits extra bits once R's exponent bias
-// replaces binary64's: whenever the value is normal in R and has not
-// overflowed before rounding.
+// replaces binary64's, whenever the value is at least R's smallest normal. A
+// value too large for R makes a pattern whose exponent field is past R's
+// largest (it still fits the word: binary64's field has 11 bits, and 11 + 52
+// < 64), and round_extended sends that to overflow.
 template <format R>
 struct double_as_extended {
   static constexpr int extra_bits = double_fraction_bits - R.fraction_bits;
   static constexpr std::uint64_t sign_bit = std::uint64_t{1} << 63;
   static constexpr std::uint64_t unit = std::uint64_t{1} << double_fraction_bits;  // one in the exponent field
   static constexpr std::uint64_t rebias = static_cast<std::uint64_t>(double_bias - R.bias()) * unit;
-  static constexpr std::uint64_t largest_field =
-      R.has_infinity() ? R.max_biased_exponent() - 1 : R.max_biased_exponent();
 
-  // Whether R's exponent field of this magnitude is 1 .. largest_field.
-  BITEXACT_INLINE static constexpr bool fits(std::uint64_t magnitude) {
-    return magnitude - rebias - unit < largest_field * unit;
-  }
+  // Whether a magnitude (a double's bits without the sign) is normal in R, or too large for it.
+  BITEXACT_INLINE static constexpr bool fits(std::uint64_t magnitude) { return magnitude >= rebias + unit; }
   template <int FixedMode, class O>
   BITEXACT_INLINE static constexpr value<R> round(bool sign, std::uint64_t magnitude, const environment& env,
                                                   flags& raised, O& obs) {

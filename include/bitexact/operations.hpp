@@ -142,7 +142,8 @@ constexpr bool zero_sum_sign(bool a_sign, bool b_sign, const environment& env) {
 }
 
 // The result of a fast path: an exact double rounded into R with env's mode,
-// when it is normal in R before rounding; otherwise Fallback's general code.
+// when it is normal in R (or overflows); otherwise (zero, subnormal)
+// Fallback's general code.
 template <format R, class Fallback>
 BITEXACT_INLINE constexpr rounded<R> round_exact_double(double exact, const environment& env, Fallback&& fallback) {
   using pattern = double_as_extended<R>;
@@ -189,7 +190,7 @@ BITEXACT_INLINE constexpr rounded<R> add_fast(operation op, value<F> a, value<F>
     const bool close = a_field - b_field + far_apart * unit <= 2 * far_apart * unit;
     if (!(window && close)) [[unlikely]] return general();
   }
-  // An exactly zero sum (b is -a) is not normal and goes to the general code too.
+  // An exactly zero sum (b is -a) goes to the general code too.
   return round_exact_double<R>(exact_double<F>(a.bits) + exact_double<F>(b_bits), env, general);
 }
 
@@ -306,7 +307,7 @@ BITEXACT_INLINE constexpr rounded<R> mul_fast(value<A> a, value<B> b, const envi
   static_assert(A.precision() + B.precision() <= 53);
   const auto general = [&] { return mul_untraced<R>(a, b, env); };
   if (!is_normal_pattern<A>(a.bits) || !is_normal_pattern<B>(b.bits)) [[unlikely]] return general();
-  // A product that is subnormal or too large in R goes to the general code.
+  // A product that is subnormal in R goes to the general code.
   return round_exact_double<R>(exact_double<A>(a.bits) * exact_double<B>(b.bits), env, general);
 }
 

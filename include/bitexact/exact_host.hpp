@@ -40,28 +40,27 @@ BITEXACT_INLINE constexpr double exact_double(std::uint32_t bits) {
   return static_cast<double>(std::bit_cast<float>(fp32_bits));
 }
 
-// A double's bit pattern, without the sign, is an extended pattern of R (see
-// round_extended) with 52 - R.fraction_bits extra bits once R's exponent bias
-// replaces binary64's, whenever the value is at least R's smallest normal. A
-// value too large for R makes a pattern whose exponent field is past R's
-// largest (it still fits the word: binary64's field has 11 bits, and 11 + 52
-// < 64), and round_extended sends that to overflow.
+// A double's bit pattern shifted left by one (the sign drops out) is an
+// extended pattern of R (see round_extended) with 53 - R.fraction_bits extra
+// bits once R's exponent bias replaces binary64's, whenever the value is at
+// least R's smallest normal. A value too large for R makes a pattern whose
+// exponent field is past R's largest (it still fits the word: 11 + 53 bits),
+// and round_extended sends that to overflow.
 template <format R>
 struct double_as_extended {
-  static constexpr int extra_bits = double_fraction_bits - R.fraction_bits;
-  static constexpr std::uint64_t sign_bit = std::uint64_t{1} << 63;
-  static constexpr std::uint64_t unit = std::uint64_t{1} << double_fraction_bits;  // one in the exponent field
+  static constexpr int extra_bits = double_fraction_bits + 1 - R.fraction_bits;
+  static constexpr std::uint64_t unit = std::uint64_t{1} << (double_fraction_bits + 1);  // one in the exponent field
   static constexpr std::uint64_t rebias = static_cast<std::uint64_t>(double_bias - R.bias()) * unit;
 
-  // Whether a magnitude (a double's bits without the sign) is normal in R, or too large for it.
-  BITEXACT_INLINE static constexpr bool fits(std::uint64_t magnitude) { return magnitude >= rebias + unit; }
+  // Whether a double's bits shifted left by one are a normal of R, or too large for it.
+  BITEXACT_INLINE static constexpr bool fits(std::uint64_t doubled) { return doubled >= rebias + unit; }
   template <int FixedMode, class O>
-  BITEXACT_INLINE static constexpr value<R> round(bool sign, std::uint64_t magnitude, const environment& env,
+  BITEXACT_INLINE static constexpr value<R> round(bool sign, std::uint64_t doubled, const environment& env,
                                                   flags& raised, O& obs) {
     rounding_place place;
     if constexpr (is_observing<O>)
-      place.lsb_exponent = static_cast<int>(magnitude >> double_fraction_bits) - double_bias - R.fraction_bits;
-    return round_extended<R, extra_bits, FixedMode>(sign, magnitude - rebias, false, place, env, raised, obs);
+      place.lsb_exponent = static_cast<int>(doubled >> (double_fraction_bits + 1)) - double_bias - R.fraction_bits;
+    return round_extended<R, extra_bits, FixedMode>(sign, doubled - rebias, false, place, env, raised, obs);
   }
 };
 
@@ -70,14 +69,13 @@ template <format R, class O = no_observer>
 constexpr value<R> round_double(double exact, const environment& env, flags& raised, O&& obs = {}) {
   using pattern = double_as_extended<R>;
   const auto bits = std::bit_cast<std::uint64_t>(exact);
-  const bool sign = (bits & pattern::sign_bit) != 0;
-  const std::uint64_t magnitude = bits & ~pattern::sign_bit;
-  if (pattern::fits(magnitude)) [[likely]]
-    return pattern::template round<run_time_rounding>(sign, magnitude, env, raised, obs);
-  const int biased = static_cast<int>(magnitude >> double_fraction_bits);
-  const std::uint64_t fraction = magnitude & (pattern::unit - 1);
-  return round_pack<R>(sign, (biased ? biased : 1) - double_bias - double_fraction_bits,
-                       biased ? fraction | pattern::unit : fraction, false, env, raised, obs);
+  if (pattern::fits(bits << 1)) [[likely]]
+    return pattern::template round<run_time_rounding>(bits >> 63, bits << 1, env, raised, obs);
+  const int biased = static_cast<int>((bits >> double_fraction_bits) & 0x7FF);
+  constexpr std::uint64_t hidden = std::uint64_t{1} << double_fraction_bits;
+  const std::uint64_t fraction = bits & (hidden - 1);
+  return round_pack<R>(bits >> 63, (biased ? biased : 1) - double_bias - double_fraction_bits,
+                       biased ? fraction | hidden : fraction, false, env, raised, obs);
 }
 
 }  // namespace bitexact::detail

@@ -148,13 +148,11 @@ template <format R, class Fallback>
 BITEXACT_INLINE constexpr rounded<R> round_exact_double(double exact, const environment& env, Fallback&& fallback) {
   using pattern = double_as_extended<R>;
   const auto bits = std::bit_cast<std::uint64_t>(exact);
-  const std::uint64_t magnitude = bits & ~pattern::sign_bit;
-  if (!pattern::fits(magnitude)) [[unlikely]] return fallback();
+  if (!pattern::fits(bits << 1)) [[unlikely]] return fallback();
   return with_fixed_rounding(env, [&](auto mode) {
     flags raised;
     no_observer none;
-    const value<R> result =
-        pattern::template round<mode()>((bits & pattern::sign_bit) != 0, magnitude, env, raised, none);
+    const value<R> result = pattern::template round<mode()>(bits >> 63, bits << 1, env, raised, none);
     return rounded<R>{result, raised};
   });
 }

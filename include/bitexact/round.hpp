@@ -167,6 +167,18 @@ struct rounding_place {
 template <format F>
 inline constexpr int round_pack_extra_bits = 64 - F.width();
 
+// Nearest-even rounding of an extended pattern (below) in a few additions,
+// for one word or for vector lanes (batch.hpp): adding just under half an
+// ulp, and one more when the last kept bit is odd or something lies below the
+// extra bits (below: 0 or 1), carries into the kept bits exactly when
+// decide_rounding increments: the guard bit is set and it is not a tie that
+// stays even.
+template <int ExtraBits, class Word>
+BITEXACT_INLINE constexpr Word round_nearest_even(Word extended, Word below) {
+  constexpr std::uint64_t half_ulp = std::uint64_t{1} << (ExtraBits - 1);
+  return (extended + (half_ulp - 1) + (((extended >> ExtraBits) & 1) | below)) >> ExtraBits;
+}
+
 // The rounding step itself. extended is the exact magnitude truncated
 // ExtraBits bits below F's last bit, written as F's magnitude bit pattern
 // with those ExtraBits bits appended (a subnormal has exponent field 0);
@@ -185,14 +197,8 @@ BITEXACT_INLINE constexpr value<F> round_extended(bool sign, std::uint64_t exten
   const discarded_bits dropped{extended << (64 - ExtraBits), inexact_below};
   const rounding_decision decision = decide_rounding(mode, sign, kept & 1, dropped, env.random_bits);
   std::uint64_t magnitude = kept + decision.increment;
-  if constexpr (FixedMode == static_cast<int>(rounding_mode::nearest_even) && !is_observing<O>) {
-    // The same increment in fewer instructions: adding just under half an ulp,
-    // and one more when the last kept bit is odd or something lies below the
-    // extra bits, carries into the kept bits exactly when the guard bit is set
-    // and it is not a tie that stays even.
-    constexpr std::uint64_t half_ulp = std::uint64_t{1} << (ExtraBits - 1);
-    magnitude = (extended + (half_ulp - 1) + ((kept & 1) | inexact_below)) >> ExtraBits;
-  }
+  if constexpr (FixedMode == static_cast<int>(rounding_mode::nearest_even) && !is_observing<O>)
+    magnitude = round_nearest_even<ExtraBits>(extended, std::uint64_t{inexact_below});
 
   if constexpr (is_observing<O>) {
     constexpr std::uint64_t fraction_mask = value<F>::fraction_mask();

@@ -19,7 +19,8 @@
 //   empty_observer   an observer type whose on() members do nothing; the events
 //                    are built and the compiler must discard them.
 //   detached_sink    an observer that forwards to a runtime sink through a
-//                    pointer, left null: tracing compiled in, no observer attached.
+//                    pointer, left null, and says so through listening():
+//                    tracing compiled in, no observer attached.
 //   trace_recorder   the real recorder (include/bitexact/trace.hpp), which also
 //                    computes the exact value and error with Boost.Multiprecision:
 //                    what a full trace costs, for scale.
@@ -114,6 +115,7 @@ struct event_sink {
 
 struct detached_sink {
   event_sink* sink = nullptr;
+  bool listening() const { return sink != nullptr; }  // see is_listening in observer.hpp
   template <class Event>
   void on(const Event& event) {
     if (sink) sink->on(event);

@@ -359,3 +359,30 @@ TEST_CASE("fmt formatters print values, rounded results, flags, modes and format
 }
 
 }  // TEST_SUITE
+
+namespace {
+// An observer attached at run time: a switch stands for the sink pointer.
+struct switchable_observer {
+  bool attached = false;
+  int events = 0;
+  bool listening() const { return attached; }
+  template <class Event>
+  void on(const Event&) {
+    ++events;
+  }
+};
+}  // namespace
+
+TEST_CASE("an observer that is not listening gets no events and the same results as no observer") {
+  const float32 a{0xC01A0E2E}, b{0xC0130000};
+  switchable_observer detached, attached{true};
+  const auto plain_sum = add(a, b), plain_product = mul(a, b), plain_difference = sub(a, b);
+  CHECK(add(a, b, {}, detached) == plain_sum);
+  CHECK(mul(a, b, {}, detached) == plain_product);
+  CHECK(sub(a, b, {}, detached) == plain_difference);
+  CHECK(detached.events == 0);
+  CHECK(add(a, b, {}, attached) == plain_sum);
+  CHECK(mul(a, b, {}, attached) == plain_product);
+  CHECK(attached.events > 8);  // operation, operands, alignment, exact, normalization, rounding, result, ...
+  CHECK(plain_sum.result.bits == 0xC0968717u);
+}

@@ -155,4 +155,14 @@ constexpr void report(O& obs, const Event& event) {
 template <class O>
 inline constexpr bool is_observing = observer<O>;
 
+// An observer that is attached at run time (a sink behind a pointer that may
+// be null) says with listening() whether anybody listens now. add, sub and
+// mul take their untraced fast path when nobody does, so tracing compiled in
+// but not attached costs one test; other observers always listen.
+template <class O>
+constexpr bool is_listening(const O& obs) {
+  if constexpr (requires { static_cast<bool>(obs.listening()); }) return obs.listening();
+  else return is_observing<O>;
+}
+
 }  // namespace bitexact

@@ -158,8 +158,7 @@ BITEXACT_INLINE constexpr rounded<R> round_exact_double(double exact, const envi
 }
 
 template <format R, format A, format B>
-[[gnu::noinline]] constexpr rounded<R> add_or_sub_untraced(operation op, value<A> a, value<B> b,
-                                                          const environment& env);
+constexpr rounded<R> add_or_sub_untraced(operation op, value<A> a, value<B> b, const environment& env);
 
 // a + b (b already negated for a subtraction) for operands of one format F,
 // untraced, when it is exact in a double: both operands normal and their
@@ -250,11 +249,9 @@ template <format R, format A, format B>
 
 template <format R, format A, format B, class O>
 BITEXACT_INLINE constexpr rounded<R> add_or_sub(operation op, value<A> a, value<B> b, const environment& env, O& obs) {
-  if constexpr (!is_observing<O> && A == B) {
-    return add_fast<R>(op, a, b, op == operation::sub ? (-b).bits : b.bits, env);
-  } else {
-    return add_or_sub_general<R>(op, a, b, env, obs);
-  }
+  if constexpr (A == B)
+    if (!is_listening(obs)) return add_fast<R>(op, a, b, op == operation::sub ? (-b).bits : b.bits, env);
+  return add_or_sub_general<R>(op, a, b, env, obs);
 }
 
 // x * y exactly, for finite nonzero x and y.
@@ -298,7 +295,7 @@ namespace detail {
 // compile time as FixedMode: the product of two significands of at most 24
 // bits is exact in a double.
 template <format R, format A, format B>
-[[gnu::noinline]] constexpr rounded<R> mul_untraced(value<A> a, value<B> b, const environment& env);
+constexpr rounded<R> mul_untraced(value<A> a, value<B> b, const environment& env);
 
 template <format R, format A, format B>
 BITEXACT_INLINE constexpr rounded<R> mul_fast(value<A> a, value<B> b, const environment& env) {
@@ -323,11 +320,8 @@ template <format R, format A, format B>
 template <format R = same_format, format A, format B, class O = no_observer>
 constexpr auto mul(value<A> a, value<B> b, const environment& env = {}, O&& obs = {}) {
   constexpr format Rf = detail::pick_result_format<R, A, B>();
-  if constexpr (!is_observing<O>) {
-    return detail::mul_fast<Rf>(a, b, env);
-  } else {
-    return detail::mul_general<Rf>(a, b, env, obs);
-  }
+  if (!is_listening(obs)) return detail::mul_fast<Rf>(a, b, env);
+  return detail::mul_general<Rf>(a, b, env, obs);
 }
 
 namespace detail {

@@ -160,10 +160,41 @@ BITEXACT_INLINE constexpr rounded<R> round_exact_double(double exact, const envi
 template <format R, format A, format B>
 constexpr rounded<R> add_or_sub_untraced(operation op, value<A> a, value<B> b, const environment& env);
 
+// a + b (b already negated for a subtraction) for two normal operands of one
+// format F that add_fast's test did not take: too far apart for their sum to
+// be exact in a double, or outside its window. A smaller operand more than
+// far_apart binades below the larger is replaced by a stand-in with the same
+// sign, 2^(larger's exponent - far_apart): both lie below the guard bit of
+// every result (at the larger's exponent - R.fraction_bits - 2 or higher;
+// after-rounding tininess looks one bit further), so the exact sum moves only
+// between two multiples of 2^guard, and every mode but stochastic (which
+// reads 32 bits below the last kept one) rounds it the same way. Out of line.
+template <format R, format F>
+[[gnu::noinline]] constexpr rounded<R> add_far_apart(operation op, value<F> a, value<F> b, std::uint32_t b_bits,
+                                                     const environment& env) {
+  constexpr int far_apart = double_fraction_bits - F.fraction_bits;
+  static_assert(far_apart >= R.fraction_bits + 4, "the stand-in must stay below every guard bit");
+  constexpr std::uint32_t sign_bit = 1u << (F.width() - 1);
+  constexpr std::uint32_t exponent_mask = static_cast<std::uint32_t>(F.max_biased_exponent()) << F.fraction_bits;
+  const auto general = [&] { return add_or_sub_untraced<R>(op, a, b, env); };
+  if (!is_normal_pattern<F>(a.bits) || !is_normal_pattern<F>(b_bits)) return general();
+  const bool swapped = (a.bits & ~sign_bit) < (b_bits & ~sign_bit);
+  const std::uint32_t larger = swapped ? b_bits : a.bits;
+  std::uint32_t smaller = swapped ? a.bits : b_bits;
+  // The stand-in's magnitude as a bit pattern of F; not positive when no
+  // normal operand lies that far down.
+  const auto stand_in = static_cast<std::int32_t>((larger & exponent_mask) - (far_apart << F.fraction_bits));
+  if (static_cast<std::int32_t>(smaller & ~sign_bit) < stand_in) {
+    if (env.rounding == rounding_mode::stochastic) return general();
+    smaller = (smaller & sign_bit) | static_cast<std::uint32_t>(stand_in);
+  }
+  return round_exact_double<R>(exact_double<F>(larger) + exact_double<F>(smaller), env, general);
+}
+
 // a + b (b already negated for a subtraction) for operands of one format F,
 // untraced, when it is exact in a double: both operands normal and their
-// exponents at most 52 - F.fraction_bits apart. Anything else goes to the
-// general code, out of line.
+// exponents at most 52 - F.fraction_bits apart. Other normal operands go to
+// add_far_apart, anything else to the general code, both out of line.
 template <format R, format F>
 BITEXACT_INLINE constexpr rounded<R> add_fast(operation op, value<F> a, value<F> b, std::uint32_t b_bits,
                                               const environment& env) {
@@ -185,7 +216,7 @@ BITEXACT_INLINE constexpr rounded<R> add_fast(operation op, value<F> a, value<F>
     const bool window = a_field - static_cast<std::uint32_t>(lowest + F.bias()) * unit <=
                         static_cast<std::uint32_t>(highest - lowest) * unit;
     const bool close = a_field - b_field + far_apart * unit <= 2 * far_apart * unit;
-    if (!(window && close)) [[unlikely]] return general();
+    if (!(window && close)) [[unlikely]] return add_far_apart<R>(op, a, b, b_bits, env);
   }
   // An exactly zero sum (b is -a) goes to the general code too.
   return round_exact_double<R>(exact_double<F>(a.bits) + exact_double<F>(b_bits), env, general);
@@ -492,9 +523,10 @@ constexpr auto sqrt(value<A> a, const environment& env = {}, O&& obs = {}) {
   return detail::finish(detail::round_wide<Rf>(false, exponent / 2, root, remainder, env, raised, obs), raised, obs);
 }
 
-// Conversion between any two formats: exact when R holds A's values, else one rounding.
-template <format R, format A, class O = no_observer>
-constexpr rounded<R> convert(value<A> a, const environment& env = {}, O&& obs = {}) {
+namespace detail {
+
+template <format R, format A, class O>
+constexpr rounded<R> convert_general(value<A> a, const environment& env, O& obs) {
   flags raised;
   report(obs, operation_event{operation::convert, R, env});
   const unpacked ua = detail::read_operand(0, a, env, obs);
@@ -513,6 +545,24 @@ constexpr rounded<R> convert(value<A> a, const environment& env = {}, O&& obs = 
     return detail::finish(value<R>::zero(ua.sign), raised, obs);
   }
   return detail::finish(detail::round_unpacked<R>(ua, env, raised, obs), raised, obs);
+}
+
+template <format R, format A>
+[[gnu::noinline]] constexpr rounded<R> convert_untraced(value<A> a, const environment& env) {
+  no_observer none;
+  return convert_general<R>(a, env, none);
+}
+
+}  // namespace detail
+
+// Conversion between any two formats: exact when R holds A's values, else one
+// rounding. Untraced, a normal operand is read as the exact double it is.
+template <format R, format A, class O = no_observer>
+constexpr rounded<R> convert(value<A> a, const environment& env = {}, O&& obs = {}) {
+  if (!is_listening(obs) && is_normal_pattern<A>(a.bits)) [[likely]]
+    return detail::round_exact_double<R>(detail::exact_double<A>(a.bits), env,
+                                         [&] { return detail::convert_untraced<R>(a, env); });
+  return detail::convert_general<R>(a, env, obs);
 }
 
 template <format R, class O = no_observer>

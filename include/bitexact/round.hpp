@@ -159,24 +159,15 @@ struct rounding_place {
   bool tiny = false;
 };
 
-// The number of discarded bits that round_pack keeps below F's last bit in
-// an extended pattern: F's magnitude pattern then fits in the rest of a
-// 64-bit word even when its exponent field has overflowed by one (and a
-// rounding carry goes into the exponent field). Stochastic rounding reads 32
-// of them, so fp32 needs all 32.
-template <format F>
-inline constexpr int round_pack_extra_bits = 64 - F.width();
-
-// Nearest-even rounding of an extended pattern (below) in a few additions,
-// for one word or for vector lanes (batch.hpp): adding just under half an
-// ulp, and one more when the last kept bit is odd or something lies below the
-// extra bits (below: 0 or 1), carries into the kept bits exactly when
+// Nearest-even rounding of an extended pattern (below) in a few additions:
+// adding just under half an ulp, and one more when the last kept bit is odd or
+// something lies below the extra bits, carries into the kept bits exactly when
 // decide_rounding increments: the guard bit is set and it is not a tie that
 // stays even.
-template <int ExtraBits, class Word>
-BITEXACT_INLINE constexpr Word round_nearest_even(Word extended, Word below) {
+template <int ExtraBits>
+BITEXACT_INLINE constexpr std::uint64_t round_nearest_even(std::uint64_t extended, bool inexact_below) {
   constexpr std::uint64_t half_ulp = std::uint64_t{1} << (ExtraBits - 1);
-  return (extended + (half_ulp - 1) + (((extended >> ExtraBits) & 1) | below)) >> ExtraBits;
+  return (extended + (half_ulp - 1) + (((extended >> ExtraBits) & 1) | std::uint64_t{inexact_below})) >> ExtraBits;
 }
 
 // The rounding step itself. extended is the exact magnitude truncated
@@ -198,7 +189,7 @@ BITEXACT_INLINE constexpr value<F> round_extended(bool sign, std::uint64_t exten
   const rounding_decision decision = decide_rounding(mode, sign, kept & 1, dropped, env.random_bits);
   std::uint64_t magnitude = kept + decision.increment;
   if constexpr (FixedMode == static_cast<int>(rounding_mode::nearest_even) && !is_observing<O>)
-    magnitude = round_nearest_even<ExtraBits>(extended, std::uint64_t{inexact_below});
+    magnitude = round_nearest_even<ExtraBits>(extended, inexact_below);
 
   if constexpr (is_observing<O>) {
     constexpr std::uint64_t fraction_mask = value<F>::fraction_mask();
@@ -234,7 +225,10 @@ BITEXACT_INLINE constexpr value<F> round_extended(bool sign, std::uint64_t exten
 template <format F, class O = no_observer, int FixedMode = run_time_rounding>
 BITEXACT_INLINE constexpr value<F> round_pack(bool sign, int exponent, std::uint64_t significand, bool inexact_below,
                                               const environment& env, flags& raised, O&& obs = {}) {
-  constexpr int extra = round_pack_extra_bits<F>;
+  // The discarded bits kept in the pattern: F's magnitude pattern fits in the
+  // rest of the word even with its exponent field one past all-ones, and
+  // fp32 keeps the 32 that stochastic rounding reads.
+  constexpr int extra = 64 - F.width();
   constexpr int lost = 64 - F.precision() - extra;  // = F.exponent_bits: the aligned bits below the pattern
   const int leading_zeros = leading_zeros_nonzero(significand);
   const int leading_exponent = exponent + 63 - leading_zeros;

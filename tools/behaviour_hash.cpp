@@ -87,16 +87,21 @@ std::uint64_t every_environment(long cases) {
   return h.state;
 }
 
+environment random_environment(std::mt19937_64& rng) {
+  environment env;
+  env.rounding = static_cast<rounding_mode>(rng() % 7);
+  env.tiny = static_cast<tininess>(rng() % 2);
+  env.flush_to_zero = rng() & 1;
+  env.denormals_are_zero = rng() & 1;
+  env.random_bits = static_cast<std::uint32_t>(rng());
+  return env;
+}
+
 template <format F>
 std::uint64_t random_patterns(std::mt19937_64& rng) {
   fnv1a h;
   for (int i = 0; i < 200000; ++i) {
-    environment env;
-    env.rounding = static_cast<rounding_mode>(rng() % 7);
-    env.tiny = static_cast<tininess>(rng() % 2);
-    env.flush_to_zero = rng() & 1;
-    env.denormals_are_zero = rng() & 1;
-    env.random_bits = static_cast<std::uint32_t>(rng());
+    const environment env = random_environment(rng);
     const auto a = value<F>::from_bits(static_cast<std::uint32_t>(rng() & ((1ull << F.width()) - 1)));
     const auto b = value<F>::from_bits(static_cast<std::uint32_t>(rng() & ((1ull << F.width()) - 1)));
     h.mix(add(a, b, env));
@@ -112,12 +117,7 @@ std::uint64_t from_doubles(std::mt19937_64& rng) {
     std::uint64_t bits = rng();
     if (i % 3 == 0)  // near R's range
       bits = (bits & 0x800FFFFFFFFFFFFFu) | (static_cast<std::uint64_t>(1023 + static_cast<int>(rng() % 300) - 150) << 52);
-    environment env;
-    env.rounding = static_cast<rounding_mode>(rng() % 7);
-    env.tiny = static_cast<tininess>(rng() % 2);
-    env.flush_to_zero = rng() & 1;
-    env.denormals_are_zero = rng() & 1;
-    env.random_bits = static_cast<std::uint32_t>(rng());
+    const environment env = random_environment(rng);
     h.mix(from_double<R>(std::bit_cast<double>(bits), env));
   }
   return h.state;

@@ -14,7 +14,6 @@
 #include "bits.hpp"
 #include "environment.hpp"
 #include "format.hpp"
-#include "observer.hpp"
 #include "round.hpp"
 
 namespace bitexact::detail {
@@ -54,28 +53,26 @@ struct double_as_extended {
 
   // Whether a double's bits shifted left by one are a normal of R, or too large for it.
   BITEXACT_INLINE static constexpr bool fits(std::uint64_t doubled) { return doubled >= rebias + unit; }
-  template <int FixedMode, class O>
+  // Untraced: the fast paths and from_double have no observer.
+  template <int FixedMode>
   BITEXACT_INLINE static constexpr value<R> round(bool sign, std::uint64_t doubled, const environment& env,
-                                                  flags& raised, O& obs) {
-    rounding_place place;
-    if constexpr (is_observing<O>)
-      place.lsb_exponent = static_cast<int>(doubled >> (double_fraction_bits + 1)) - double_bias - R.fraction_bits;
-    return round_extended<R, extra_bits, FixedMode>(sign, doubled - rebias, false, place, env, raised, obs);
+                                                  flags& raised) {
+    return round_extended<R, extra_bits, FixedMode>(sign, doubled - rebias, false, {}, env, raised);
   }
 };
 
 // Round a finite nonzero double into R (from_double).
-template <format R, class O = no_observer>
-constexpr value<R> round_double(double exact, const environment& env, flags& raised, O&& obs = {}) {
+template <format R>
+constexpr value<R> round_double(double exact, const environment& env, flags& raised) {
   using pattern = double_as_extended<R>;
   const auto bits = std::bit_cast<std::uint64_t>(exact);
   if (pattern::fits(bits << 1)) [[likely]]
-    return pattern::template round<run_time_rounding>(bits >> 63, bits << 1, env, raised, obs);
+    return pattern::template round<run_time_rounding>(bits >> 63, bits << 1, env, raised);
   const int biased = static_cast<int>((bits >> double_fraction_bits) & 0x7FF);
   constexpr std::uint64_t hidden = std::uint64_t{1} << double_fraction_bits;
   const std::uint64_t fraction = bits & (hidden - 1);
   return round_pack<R>(bits >> 63, (biased ? biased : 1) - double_bias - double_fraction_bits,
-                       biased ? fraction | hidden : fraction, false, env, raised, obs);
+                       biased ? fraction | hidden : fraction, false, env, raised);
 }
 
 }  // namespace bitexact::detail

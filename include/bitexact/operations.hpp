@@ -151,8 +151,7 @@ BITEXACT_INLINE constexpr rounded<R> round_exact_double(double exact, const envi
   if (!pattern::fits(bits << 1)) [[unlikely]] return fallback();
   return with_fixed_rounding(env, [&](auto mode) {
     flags raised;
-    no_observer none;
-    const value<R> result = pattern::template round<mode()>(bits >> 63, bits << 1, env, raised, none);
+    const value<R> result = pattern::template round<mode()>(bits >> 63, bits << 1, env, raised);
     return rounded<R>{result, raised};
   });
 }

@@ -44,7 +44,7 @@ int nearest_even_disagreements(std::uint64_t seed) {
     for (const bool below : {false, true}) {
       const discarded_bits dropped{extended << (64 - ExtraBits), below};
       const auto decision = decide_rounding(rounding_mode::nearest_even, false, (extended >> ExtraBits) & 1, dropped, 0);
-      disagreements += round_nearest_even<ExtraBits>(extended, below) != (extended >> ExtraBits) + decision.increment;
+      disagreements += round_nearest_even<ExtraBits>(extended, std::uint64_t{below}) != (extended >> ExtraBits) + decision.increment;
     }
   }
   return disagreements;

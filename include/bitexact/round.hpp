@@ -164,10 +164,12 @@ struct rounding_place {
 // something lies below the extra bits, carries into the kept bits exactly when
 // decide_rounding increments: the guard bit is set and it is not a tie that
 // stays even.
-template <int ExtraBits>
-BITEXACT_INLINE constexpr std::uint64_t round_nearest_even(std::uint64_t extended, bool inexact_below) {
+// Word is std::uint64_t, or a vector of them (the lanes of elementwise.hpp);
+// inexact_below is 0 or 1 in each.
+template <int ExtraBits, class Word>
+BITEXACT_INLINE constexpr Word round_nearest_even(Word extended, Word inexact_below) {
   constexpr std::uint64_t half_ulp = std::uint64_t{1} << (ExtraBits - 1);
-  return (extended + (half_ulp - 1) + (((extended >> ExtraBits) & 1) | std::uint64_t{inexact_below})) >> ExtraBits;
+  return (extended + (half_ulp - 1) + (((extended >> ExtraBits) & 1) | inexact_below)) >> ExtraBits;
 }
 
 // The rounding step itself. extended is the exact magnitude truncated
@@ -189,7 +191,7 @@ BITEXACT_INLINE constexpr value<F> round_extended(bool sign, std::uint64_t exten
   const rounding_decision decision = decide_rounding(mode, sign, kept & 1, dropped, env.random_bits);
   std::uint64_t magnitude = kept + decision.increment;
   if constexpr (FixedMode == static_cast<int>(rounding_mode::nearest_even) && !is_observing<O>)
-    magnitude = round_nearest_even<ExtraBits>(extended, inexact_below);
+    magnitude = round_nearest_even<ExtraBits>(extended, std::uint64_t{inexact_below});
 
   if constexpr (is_observing<O>) {
     constexpr std::uint64_t fraction_mask = value<F>::fraction_mask();

@@ -14,6 +14,12 @@
 //           exponent), half special values: zeros, subnormals, the smallest
 //           normal, the largest finite, infinities, quiet and signaling NaNs.
 //
+// Whole buffers (add_each, mul_each: elementwise.hpp) write 4096 results to an
+// output array per call and return the OR of their flags; the flags go through
+// DoNotOptimize and the output array is declared read (ClobberMemory), so
+// every element is computed and stored. Their native counterpart is the same
+// loop over floats, out[i] = a[i] + b[i], which the compiler vectorises.
+//
 // Observer variants of the same operation (the cost of tracing when nobody listens):
 //   no_observer      the default: every report is compiled out.
 //   empty_observer   an observer type whose on() members do nothing; the events
@@ -26,6 +32,7 @@
 //                    what a full trace costs, for scale.
 #include <benchmark/benchmark.h>
 
+#include <bitexact/elementwise.hpp>
 #include <bitexact/operations.hpp>
 #include <bitexact/trace.hpp>
 
@@ -181,6 +188,34 @@ void fma3(benchmark::State& state, mix kind, auto op) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * operand_count));
 }
 
+// A whole buffer per call: out = a op b, elementwise.
+template <format A, format B, format R, class Op>
+void elementwise(benchmark::State& state, mix kind, rounding_mode mode, Op op) {
+  const auto xs = operands<A>(kind, 1);
+  const auto ys = operands<B>(kind, 2);
+  std::vector<value<R>> out(operand_count);
+  environment env = opaque_environment();
+  env.rounding = mode;
+  benchmark::DoNotOptimize(env);
+  for (auto _ : state) {
+    const flags raised = op(xs, ys, out, env);
+    benchmark::DoNotOptimize(raised);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * operand_count));
+}
+
+void native_add_elementwise(benchmark::State& state, mix kind) {
+  const auto xs = as_host(operands<fp32>(kind, 1));
+  const auto ys = as_host(operands<fp32>(kind, 2));
+  std::vector<float> out(operand_count);
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < operand_count; ++i) out[i] = xs[i] + ys[i];
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * operand_count));
+}
+
 template <class Op>
 void native_binary(benchmark::State& state, mix kind, Op op) {
   const auto xs = as_host(operands<fp32>(kind, 1));
@@ -253,6 +288,24 @@ void add_benchmark(const std::string& name, mix kind, Fn fn) {
     });                                                                                                     \
   });
 
+// The same for a whole-buffer operation: no observer, and tracing compiled in
+// but not attached.
+#define BITEXACT_OBSERVED_EACH(label, A, B, R, call)                                                   \
+  add_benchmark(label "/no_observer", kind, [](benchmark::State& s, mix k) {                         \
+    elementwise<A, B, R>(s, k, rounding_mode::nearest_even,                                            \
+                         [](const auto& x, const auto& y, auto& out, const environment& env) {         \
+                           return call(x, y, out, env);                                                \
+                         });                                                                           \
+  });                                                                                                  \
+  add_benchmark(label "/detached_sink", kind, [](benchmark::State& s, mix k) {                       \
+    elementwise<A, B, R>(s, k, rounding_mode::nearest_even,                                            \
+                         [](const auto& x, const auto& y, auto& out, const environment& env) {         \
+                           detached_sink obs;                                                          \
+                           benchmark::DoNotOptimize(obs.sink);                                         \
+                           return call(x, y, out, env, obs);                                           \
+                         });                                                                           \
+  });
+
 void register_all() {
   for (const mix kind : {mix::normal, mix::edge}) {
     add_benchmark("native_float_add", kind,
@@ -289,6 +342,29 @@ void register_all() {
     add_benchmark("fp32_add_bf16", kind, [](benchmark::State& s, mix k) {
       binary<fp32, bf16>(s, k,
                          [](auto x, auto y, const environment& env) { return bitexact::add<fp32>(x, y, env); });
+    });
+    add_benchmark("native_float_add_each", kind, native_add_elementwise);
+    BITEXACT_OBSERVED_EACH("fp32_add_each", fp32, fp32, fp32, bitexact::add_each)
+    BITEXACT_OBSERVED_EACH("fp32_mul_each", fp32, fp32, fp32, bitexact::mul_each)
+    BITEXACT_OBSERVED_EACH("bf16_add_each", bf16, bf16, bf16, bitexact::add_each)
+    add_benchmark("bf16_mul_each", kind, [](benchmark::State& s, mix k) {
+      elementwise<bf16, bf16, bf16>(s, k, rounding_mode::nearest_even,
+                                    [](const auto& x, const auto& y, auto& out, const environment& env) {
+                                      return bitexact::mul_each(x, y, out, env);
+                                    });
+    });
+    add_benchmark("fp32_add_bf16_each", kind, [](benchmark::State& s, mix k) {
+      elementwise<fp32, bf16, fp32>(s, k, rounding_mode::nearest_even,
+                                    [](const auto& x, const auto& y, auto& out, const environment& env) {
+                                      return bitexact::add_each<fp32>(x, y, out, env);
+                                    });
+    });
+    // Modes other than nearest-even take the buffer one element at a time.
+    add_benchmark("fp32_add_each_upward", kind, [](benchmark::State& s, mix k) {
+      elementwise<fp32, fp32, fp32>(s, k, rounding_mode::upward,
+                                    [](const auto& x, const auto& y, auto& out, const environment& env) {
+                                      return bitexact::add_each(x, y, out, env);
+                                    });
     });
     add_benchmark("fp32_to_bf16", kind, [](benchmark::State& s, mix k) {
       unary<fp32>(s, k, [](auto x, const environment& env) { return bitexact::convert<bf16>(x, env); });

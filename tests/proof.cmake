@@ -19,9 +19,12 @@ target_include_directories(test_proof_exhaustive PRIVATE ${CMAKE_CURRENT_SOURCE_
 find_package(Threads REQUIRED)
 target_link_libraries(test_proof_exhaustive PRIVATE Threads::Threads)
 if(BITEXACT_EXHAUSTIVE)
-  foreach(sweep "bf16 add" "bf16 sub" "bf16 mul" "fp16 add" "fp16 mul" "fp32 to bf16" "fp32 to fp16"
-                "fp32 arithmetic")
+  # Each item is the start of test case names, up to the colon ("bf16 add:"
+  # is not "bf16 add_each:").
+  foreach(sweep "bf16 add:" "bf16 sub:" "bf16 mul:" "bf16 add_each:" "bf16 sub_each:" "bf16 mul_each:" "fp16 add:"
+                "fp16 mul:" "fp32 to bf16:" "fp32 to fp16:" "fp32 arithmetic:")
     string(REGEX REPLACE "[^a-z0-9]+" "_" test_name "${sweep}")
+    string(REGEX REPLACE "_$" "" test_name "${test_name}")
     add_test(NAME proof_exhaustive_${test_name} COMMAND test_proof_exhaustive "-tc=${sweep}*")
     set_tests_properties(proof_exhaustive_${test_name} PROPERTIES LABELS exhaustive TIMEOUT 0)
   endforeach()

@@ -1,15 +1,19 @@
 // The long sweeps (ctest label "exhaustive"; registered only with
 // -DBITEXACT_EXHAUSTIVE=ON, see docs/proof.md): every bf16 pair for add, sub,
-// mul; every fp16 pair for add, mul; every fp32 value into bf16 and fp16; and
-// 10^8 fp32 cases against the rational oracle and the host's SSE unit.
+// mul, and for add_each, sub_each, mul_each in nearest-even; every fp16 pair
+// for add, mul; every fp32 value into bf16 and fp16; and 10^8 fp32 cases
+// against the rational oracle and the host's SSE unit.
 // Workers: BITEXACT_PROOF_THREADS (default 2). BITEXACT_PROOF_MODE=<name>
 // limits a sweep to one rounding mode (e.g. nearest_even).
 #include <doctest/doctest.h>
 
 #include <immintrin.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
+
+#include <bitexact/elementwise.hpp>
 
 #include "oracle/fast_oracle.hpp"
 #include "oracle/ops.hpp"
@@ -53,6 +57,36 @@ void sweep_every_pair(const char* op_name, Body check_one) {
     });
     PROOF_REPORT(t);
   }
+}
+
+// add_each, sub_each or mul_each over every bf16 pair in nearest-even, the
+// mode their SSE2 lanes take: four consecutive pairs per call (one chunk of
+// the lanes), every element's bits against the oracle, and each call's flags
+// against the OR of the oracle's four.
+template <class Batch, class Oracle>
+void sweep_every_bf16_pair_in_buffers(const char* op_name, Batch batch, Oracle exact) {
+  const std::string name = std::string("bf16 ") + op_name + " every pair, nearest_even";
+  const tally t = parallel_sweep(name, std::uint64_t{1} << 32, [&](std::uint64_t begin, std::uint64_t end, tally& part) {
+    const environment env{};
+    for (std::uint64_t first = begin; first < end; first += 4) {
+      std::array<bfloat16, 4> a, b, out;
+      for (std::size_t k = 0; k < 4; ++k) {
+        a[k] = bfloat16::from_bits(static_cast<std::uint32_t>((first + k) >> 16));
+        b[k] = bfloat16::from_bits(static_cast<std::uint32_t>((first + k) & 0xFFFF));
+      }
+      const flags raised = batch(a, b, out, env);
+      std::uint8_t expected_flags = 0;
+      for (std::size_t k = 0; k < 4; ++k) {
+        const oracle::result expected = exact(a[k], b[k], env);
+        expected_flags |= expected.flags;
+        // The flags are the call's: checked with its last element.
+        const bool last = k == 3;
+        part.check(op_name, {a[k].bits, b[k].bits}, env, {expected.bits, last ? expected_flags : std::uint8_t{0}},
+                   {out[k].bits, last ? raised.bits : std::uint8_t{0}});
+      }
+    }
+  });
+  PROOF_REPORT(t);
 }
 
 template <format R>
@@ -158,6 +192,21 @@ TEST_SUITE("proof_exhaustive") {
     sweep_every_pair<fp16>("mul", [](float16 a, float16 b, const environment& env, tally& t) {
       t.check("mul", {a.bits, b.bits}, env, oracle::fast::mul<fp16>(a, b, env), as_result(bitexact::mul(a, b, env)));
     });
+  }
+  TEST_CASE("bf16 add_each: every pair, nearest-even, four per call") {
+    sweep_every_bf16_pair_in_buffers(
+        "add_each", [](const auto& a, const auto& b, auto& out, const environment& env) { return add_each(a, b, out, env); },
+        [](bfloat16 a, bfloat16 b, const environment& env) { return oracle::fast::add<bf16>(a, b, env); });
+  }
+  TEST_CASE("bf16 sub_each: every pair, nearest-even, four per call") {
+    sweep_every_bf16_pair_in_buffers(
+        "sub_each", [](const auto& a, const auto& b, auto& out, const environment& env) { return sub_each(a, b, out, env); },
+        [](bfloat16 a, bfloat16 b, const environment& env) { return oracle::fast::add<bf16>(a, b, env, true); });
+  }
+  TEST_CASE("bf16 mul_each: every pair, nearest-even, four per call") {
+    sweep_every_bf16_pair_in_buffers(
+        "mul_each", [](const auto& a, const auto& b, auto& out, const environment& env) { return mul_each(a, b, out, env); },
+        [](bfloat16 a, bfloat16 b, const environment& env) { return oracle::fast::mul<bf16>(a, b, env); });
   }
   TEST_CASE("fp32 to bf16: every value in every mode") { sweep_every_fp32_into<bf16>(); }
   TEST_CASE("fp32 to fp16: every value in every mode") { sweep_every_fp32_into<fp16>(); }

@@ -75,6 +75,7 @@ inline constexpr bool lanes_take =
     widens_to_fp32<R>;
 
 using u64x2 = std::uint64_t __attribute__((vector_size(16)));
+using u32x4 = std::uint32_t __attribute__((vector_size(16)));
 
 // Four operands of F as fp32 bit patterns.
 template <format F>
@@ -96,9 +97,13 @@ BITEXACT_INLINE void store_patterns(value<F>* out, __m128i patterns) {
   }
 }
 
-// Lanes whose 32-bit value lies outside [low, high], as all-ones.
+// Lanes whose 32-bit value lies outside [low, high], as all-ones: x - low
+// above high - low unsigned, which SSE2 compares signed once both sides are
+// moved down by 2^31 (one addition and one compare).
 BITEXACT_INLINE __m128i outside(__m128i x, std::int32_t low, std::int32_t high) {
-  return _mm_or_si128(_mm_cmplt_epi32(x, _mm_set1_epi32(low)), _mm_cmpgt_epi32(x, _mm_set1_epi32(high)));
+  const auto moved = [](std::uint32_t v) { return static_cast<std::int32_t>(v ^ 0x80000000u); };
+  return _mm_cmpgt_epi32(_mm_add_epi32(x, _mm_set1_epi32(moved(-static_cast<std::uint32_t>(low)))),
+                         _mm_set1_epi32(moved(static_cast<std::uint32_t>(high) - static_cast<std::uint32_t>(low))));
 }
 
 // Whether all four sums or products are exact in doubles, by the test of
@@ -148,6 +153,25 @@ BITEXACT_INLINE __m128 round_nearest_even_lanes(__m128d exact, u64x2& any_discar
   return _mm_castsi128_ps(reinterpret_cast<__m128i>(magnitude));
 }
 
+// The same for a format whose last bit and guard bit lie in a double's upper
+// half (bf16, tf32), four at a time in 32-bit lanes: the magnitude of the
+// upper half, rebiased, is R's extended pattern with 20 - R.fraction_bits
+// extra bits, and a nonzero lower half is a sticky bit below them.
+template <format R>
+inline constexpr bool rounds_in_upper_halves = R.fraction_bits < double_fraction_bits - 32;
+
+template <format R>
+BITEXACT_INLINE __m128i round_nearest_even_upper_halves(__m128i upper_halves, __m128i lower_halves,
+                                                        u32x4& any_upper, u32x4& any_lower) {
+  constexpr int extra_bits = double_fraction_bits - 32 - R.fraction_bits;
+  constexpr std::uint32_t rebias = static_cast<std::uint32_t>(double_bias - R.bias()) << (double_fraction_bits - 32);
+  const u32x4 upper = reinterpret_cast<u32x4>(upper_halves), lower = reinterpret_cast<u32x4>(lower_halves);
+  any_upper |= upper;
+  any_lower |= lower;
+  const u32x4 sticky = reinterpret_cast<u32x4>(lower != 0) & 1;
+  return reinterpret_cast<__m128i>(round_nearest_even<extra_bits>((upper & 0x7FFFFFFF) - rebias, sticky));
+}
+
 template <operation Op>
 BITEXACT_INLINE __m128d exact_operation(__m128d x, __m128d y) {
   if constexpr (Op == operation::mul) return _mm_mul_pd(x, y);
@@ -159,7 +183,8 @@ flags nearest_even_in_lanes(const value<A>* a, const value<B>* b, value<R>* out,
                             const environment& env) {
   no_observer none;
   flags raised;
-  u64x2 any_discarded{};
+  u64x2 any_discarded{};  // wide results: OR of the doubled patterns
+  u32x4 any_upper{}, any_lower{};  // narrow results: OR of the upper and the lower halves
   const __m128i sign_bit = _mm_set1_epi32(static_cast<std::int32_t>(0x80000000u));
   std::size_t i = 0;
   for (; i + 4 <= count; i += 4) {
@@ -180,15 +205,30 @@ flags nearest_even_in_lanes(const value<A>* a, const value<B>* b, value<R>* out,
       raised |= one_by_one<Op, R>(a, b, out, i, i + 4, env, none);
       continue;
     }
-    const __m128i magnitudes = _mm_castps_si128(_mm_shuffle_ps(round_nearest_even_lanes<R>(low, any_discarded),
-                                                               round_nearest_even_lanes<R>(high, any_discarded),
-                                                               _MM_SHUFFLE(2, 0, 2, 0)));
+    __m128i magnitudes;
+    if constexpr (rounds_in_upper_halves<R>) {
+      const __m128i lower_halves =
+          _mm_castps_si128(_mm_shuffle_ps(_mm_castpd_ps(low), _mm_castpd_ps(high), _MM_SHUFFLE(2, 0, 2, 0)));
+      magnitudes = round_nearest_even_upper_halves<R>(upper_halves, lower_halves, any_upper, any_lower);
+    } else {
+      magnitudes = _mm_castps_si128(_mm_shuffle_ps(round_nearest_even_lanes<R>(low, any_discarded),
+                                                   round_nearest_even_lanes<R>(high, any_discarded),
+                                                   _MM_SHUFFLE(2, 0, 2, 0)));
+    }
     const __m128i signs = _mm_srli_epi32(_mm_and_si128(upper_halves, sign_bit), 32 - R.width());
     store_patterns<R>(out + i, _mm_or_si128(magnitudes, signs));
   }
   raised |= one_by_one<Op, R>(a, b, out, i, count, env, none);
-  constexpr std::uint64_t discarded_mask = (std::uint64_t{1} << double_as_extended<R>::extra_bits) - 1;
-  if (((any_discarded[0] | any_discarded[1]) & discarded_mask) != 0) raised.bits |= flags::inexact;
+  bool inexact;
+  if constexpr (rounds_in_upper_halves<R>) {
+    constexpr std::uint32_t discarded_mask = (1u << (double_fraction_bits - 32 - R.fraction_bits)) - 1;
+    const u32x4 discarded = (any_upper & discarded_mask) | any_lower;
+    inexact = (discarded[0] | discarded[1] | discarded[2] | discarded[3]) != 0;
+  } else {
+    constexpr std::uint64_t discarded_mask = (std::uint64_t{1} << double_as_extended<R>::extra_bits) - 1;
+    inexact = ((any_discarded[0] | any_discarded[1]) & discarded_mask) != 0;
+  }
+  if (inexact) raised.bits |= flags::inexact;
   return raised;
 }
 #endif

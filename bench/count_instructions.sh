@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Instructions and mispredicted conditional branches per operation by
 # callgrind (valgrind, with its simple branch predictor), loop overhead
-# included (subtract the "loop" row): the difference between 25 and 5 passes
-# over 4096 operands, divided by 20 x 4096, so start-up and set-up cancel out.
+# included (subtract the "loop" row from the single operations; the _each
+# rows are whole-buffer calls and include their own loop): the difference
+# between 25 and 5 passes over 4096 operands, divided by 20 x 4096, so
+# start-up and set-up cancel out.
 #   bash bench/count_instructions.sh [build/bench/instructions_per_operation]
 set -eu
 exe=${1:-build/bench/instructions_per_operation}
 dir=$(mktemp -d)
-for what in loop fp32_add fp32_mul bf16_add fp32_add_observed fp32_mul_observed bf16_add_observed; do
+for what in loop fp32_add fp32_mul bf16_add fp32_add_observed fp32_mul_observed bf16_add_observed fp32_add_each \
+    fp32_mul_each bf16_add_each; do
   for passes in 5 25; do
     valgrind --tool=callgrind --branch-sim=yes --callgrind-out-file="$dir/$what.$passes" "$exe" "$what" "$passes" \
       2>/dev/null

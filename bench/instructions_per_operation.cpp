@@ -5,7 +5,11 @@
 // mode a run-time value and each result kept live. count_instructions.sh
 // runs it under callgrind at 5 and 25 passes and divides the difference.
 //
-//   instructions_per_operation fp32_add|fp32_mul|bf16_add|fp32_add_observed|fp32_mul_observed|bf16_add_observed|loop PASSES
+//   instructions_per_operation fp32_add|fp32_mul|bf16_add|fp32_add_observed|fp32_mul_observed|bf16_add_observed|
+//                              fp32_add_each|fp32_mul_each|bf16_add_each|loop PASSES
+// The _each forms make one add_each or mul_each call over the 4096 pairs per
+// pass (elementwise.hpp); their per-operation count includes their own loop.
+#include <bitexact/elementwise.hpp>
 #include <bitexact/operations.hpp>
 
 #include <cstdio>
@@ -48,6 +52,20 @@ void run(Op op, int passes) {
     }
 }
 
+template <format F, class Batch>
+void run_each(Batch batch, int passes) {
+  std::mt19937_64 rng(1);
+  std::vector<value<F>> xs(4096), ys(4096), out(4096);
+  for (auto& x : xs) x = random_normal<F>(rng);
+  for (auto& y : ys) y = random_normal<F>(rng);
+  environment env;
+  asm volatile("" : : "r"(&env) : "memory");
+  for (int pass = 0; pass < passes; ++pass) {
+    const flags raised = batch(xs, ys, out, env);
+    asm volatile("" : : "r"(raised.bits), "r"(out.data()) : "memory");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,6 +89,15 @@ int main(int argc, char** argv) {
   else if (what == "fp32_mul_observed") run<fp32>(observed_product, passes);
   else if (what == "bf16_add_observed") run<bf16>(observed_sum, passes);
   else if (what == "loop") run<fp32>(loop, passes);
+  else if (what == "fp32_add_each")
+    run_each<fp32>([](const auto& a, const auto& b, auto& out, const environment& env) { return add_each(a, b, out, env); },
+                   passes);
+  else if (what == "fp32_mul_each")
+    run_each<fp32>([](const auto& a, const auto& b, auto& out, const environment& env) { return mul_each(a, b, out, env); },
+                   passes);
+  else if (what == "bf16_add_each")
+    run_each<bf16>([](const auto& a, const auto& b, auto& out, const environment& env) { return add_each(a, b, out, env); },
+                   passes);
   else {
     std::fprintf(stderr, "unknown operation '%s' (see the source)\n", argv[1]);
     return 2;

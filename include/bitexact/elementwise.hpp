@@ -36,7 +36,9 @@ namespace bitexact {
 namespace detail {
 
 template <class T>
-struct format_of_value;
+struct format_of_value {
+  static_assert(sizeof(T) == 0, "add_each, sub_each and mul_each take ranges of bitexact values (value<F>)");
+};
 template <format F>
 struct format_of_value<value<F>> {
   static constexpr format fmt = F;

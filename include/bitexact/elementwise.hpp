@@ -12,7 +12,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <ranges>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -71,10 +70,8 @@ constexpr flags one_by_one(const value<A>* a, const value<B>* b, value<R>* out, 
 template <format F>
 inline constexpr bool widens_to_fp32 = F.exponent_bits == 8 && (sizeof(value<F>) == 4 || F.width() == 16);
 
-template <operation Op, format R, format A, format B>
-inline constexpr bool lanes_take =
-    (Op == operation::add || Op == operation::sub || Op == operation::mul) && widens_to_fp32<A> && widens_to_fp32<B> &&
-    widens_to_fp32<R>;
+template <format R, format A, format B>
+inline constexpr bool lanes_take = widens_to_fp32<A> && widens_to_fp32<B> && widens_to_fp32<R>;
 
 using u64x2 = std::uint64_t __attribute__((vector_size(16)));
 using u32x4 = std::uint32_t __attribute__((vector_size(16)));
@@ -249,7 +246,7 @@ constexpr flags each(const char* name, const InA& a_range, const InB& b_range, O
     throw std::invalid_argument(std::string(name) + ": the buffers differ in length (a " + std::to_string(a.size()) +
                                 ", b " + std::to_string(b.size()) + ", out " + std::to_string(out.size()) + ")");
 #if BITEXACT_HOST_LANES
-  if constexpr (lanes_take<Op, Rf, A, B>)
+  if constexpr (lanes_take<Rf, A, B>)
     if (!std::is_constant_evaluated() && !is_listening(obs) && env.rounding == rounding_mode::nearest_even)
       return nearest_even_in_lanes<Op, Rf>(a.data(), b.data(), out.data(), a.size(), env);
 #endif
@@ -261,7 +258,8 @@ constexpr flags each(const char* name, const InA& a_range, const InB& b_range, O
 // out[i] = a[i] + b[i] for every i; returns the OR of every element's flags.
 // a, b and out are contiguous ranges of values (std::vector, std::array,
 // std::span) of one length; out holds the result format, which is the
-// operands' own unless named first, as for add. An observer sees every
+// operands' own unless named first, as for add. out may be a or b itself
+// (in place), but must not otherwise overlap them. An observer sees every
 // element's events in order.
 template <format R = same_format, class InA, class InB, class Out, class O = no_observer>
 constexpr flags add_each(const InA& a, const InB& b, Out&& out, const environment& env = {}, O&& obs = {}) {

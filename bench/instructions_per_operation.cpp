@@ -81,6 +81,12 @@ int main(int argc, char** argv) {
   const auto observed_product = [](auto a, auto b, const environment& env) {
     return mul(a, b, env, discarding_observer{});
   };
+  const auto sum_each = [](const auto& a, const auto& b, auto& out, const environment& env) {
+    return add_each(a, b, out, env);
+  };
+  const auto product_each = [](const auto& a, const auto& b, auto& out, const environment& env) {
+    return mul_each(a, b, out, env);
+  };
   const auto loop = [](auto a, auto, const environment&) { return rounded<fp32>{a, {}}; };
   if (what == "fp32_add") run<fp32>(sum, passes);
   else if (what == "fp32_mul") run<fp32>(product, passes);
@@ -89,15 +95,9 @@ int main(int argc, char** argv) {
   else if (what == "fp32_mul_observed") run<fp32>(observed_product, passes);
   else if (what == "bf16_add_observed") run<bf16>(observed_sum, passes);
   else if (what == "loop") run<fp32>(loop, passes);
-  else if (what == "fp32_add_each")
-    run_each<fp32>([](const auto& a, const auto& b, auto& out, const environment& env) { return add_each(a, b, out, env); },
-                   passes);
-  else if (what == "fp32_mul_each")
-    run_each<fp32>([](const auto& a, const auto& b, auto& out, const environment& env) { return mul_each(a, b, out, env); },
-                   passes);
-  else if (what == "bf16_add_each")
-    run_each<bf16>([](const auto& a, const auto& b, auto& out, const environment& env) { return add_each(a, b, out, env); },
-                   passes);
+  else if (what == "fp32_add_each") run_each<fp32>(sum_each, passes);
+  else if (what == "fp32_mul_each") run_each<fp32>(product_each, passes);
+  else if (what == "bf16_add_each") run_each<bf16>(sum_each, passes);
   else {
     std::fprintf(stderr, "unknown operation '%s' (see the source)\n", argv[1]);
     return 2;

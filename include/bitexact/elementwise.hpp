@@ -121,7 +121,8 @@ BITEXACT_INLINE bool exact_in_doubles(__m128i x, __m128i y) {
   } else {
     // x at least far_apart binades inside the normal range and y within
     // far_apart of it: both are then normal.
-    constexpr std::int32_t far_apart = double_fraction_bits - (A.fraction_bits > B.fraction_bits ? A.fraction_bits : B.fraction_bits);
+    constexpr std::int32_t far_apart =
+        double_fraction_bits - (A.fraction_bits > B.fraction_bits ? A.fraction_bits : B.fraction_bits);
     refused = _mm_or_si128(outside(x_field, (1 + far_apart) * unit, max_field - far_apart * unit),
                            outside(_mm_sub_epi32(x_field, y_field), -far_apart * unit, far_apart * unit));
   }
@@ -133,7 +134,9 @@ BITEXACT_INLINE bool exact_in_doubles(__m128i x, __m128i y) {
 // subnormal results, and those near overflow, go one by one.
 template <format R>
 BITEXACT_INLINE bool normal_below_top_binade(__m128i upper_halves) {
-  constexpr auto upper_half_of_power = [](int exponent) { return (exponent + double_bias) << (double_fraction_bits - 32); };
+  constexpr auto upper_half_of_power = [](int exponent) {
+    return (exponent + double_bias) << (double_fraction_bits - 32);
+  };
   const __m128i magnitude = _mm_and_si128(upper_halves, _mm_set1_epi32(0x7FFFFFFF));
   return _mm_movemask_epi8(outside(magnitude, upper_half_of_power(R.min_exponent()),
                                    upper_half_of_power(R.max_exponent()) - 1)) == 0;
@@ -196,8 +199,8 @@ flags nearest_even_in_lanes(const value<A>* a, const value<B>* b, value<R>* out,
     }
     const __m128 x_float = _mm_castsi128_ps(x), y_float = _mm_castsi128_ps(y);
     const __m128d low = exact_operation<Op>(_mm_cvtps_pd(x_float), _mm_cvtps_pd(y_float));
-    const __m128d high =
-        exact_operation<Op>(_mm_cvtps_pd(_mm_movehl_ps(x_float, x_float)), _mm_cvtps_pd(_mm_movehl_ps(y_float, y_float)));
+    const __m128d high = exact_operation<Op>(_mm_cvtps_pd(_mm_movehl_ps(x_float, x_float)),
+                                             _mm_cvtps_pd(_mm_movehl_ps(y_float, y_float)));
     const __m128i upper_halves =
         _mm_castps_si128(_mm_shuffle_ps(_mm_castpd_ps(low), _mm_castpd_ps(high), _MM_SHUFFLE(3, 1, 3, 1)));
     if (!normal_below_top_binade<R>(upper_halves)) [[unlikely]] {

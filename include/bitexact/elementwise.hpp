@@ -262,7 +262,9 @@ constexpr flags each(const char* name, const InA& a_range, const InB& b_range, O
 // a, b and out are contiguous ranges of values (std::vector, std::array,
 // std::span) of one length; out holds the result format, which is the
 // operands' own unless named first, as for add. out may be a or b itself
-// (in place), but must not otherwise overlap them. An observer sees every
+// (in place), but must not otherwise overlap them. Every element is rounded
+// under env as given: stochastic rounding reads the same env.random_bits for
+// each (call add per element for fresh bits). An observer sees every
 // element's events in order.
 template <format R = same_format, class InA, class InB, class Out, class O = no_observer>
 constexpr flags add_each(const InA& a, const InB& b, Out&& out, const environment& env = {}, O&& obs = {}) {

@@ -195,17 +195,20 @@ TEST_SUITE("proof_exhaustive") {
   }
   TEST_CASE("bf16 add_each: every pair, nearest-even, four per call") {
     sweep_every_bf16_pair_in_buffers(
-        "add_each", [](const auto& a, const auto& b, auto& out, const environment& env) { return add_each(a, b, out, env); },
+        "add_each",
+        [](const auto& a, const auto& b, auto& out, const environment& env) { return add_each(a, b, out, env); },
         [](bfloat16 a, bfloat16 b, const environment& env) { return oracle::fast::add<bf16>(a, b, env); });
   }
   TEST_CASE("bf16 sub_each: every pair, nearest-even, four per call") {
     sweep_every_bf16_pair_in_buffers(
-        "sub_each", [](const auto& a, const auto& b, auto& out, const environment& env) { return sub_each(a, b, out, env); },
+        "sub_each",
+        [](const auto& a, const auto& b, auto& out, const environment& env) { return sub_each(a, b, out, env); },
         [](bfloat16 a, bfloat16 b, const environment& env) { return oracle::fast::add<bf16>(a, b, env, true); });
   }
   TEST_CASE("bf16 mul_each: every pair, nearest-even, four per call") {
     sweep_every_bf16_pair_in_buffers(
-        "mul_each", [](const auto& a, const auto& b, auto& out, const environment& env) { return mul_each(a, b, out, env); },
+        "mul_each",
+        [](const auto& a, const auto& b, auto& out, const environment& env) { return mul_each(a, b, out, env); },
         [](bfloat16 a, bfloat16 b, const environment& env) { return oracle::fast::mul<bf16>(a, b, env); });
   }
   TEST_CASE("fp32 to bf16: every value in every mode") { sweep_every_fp32_into<bf16>(); }

@@ -16,9 +16,9 @@
 // they are rare in real tiles, and tests/test_mma_fast_path.cpp proves them.
 #include <benchmark/benchmark.h>
 
-#include <bitexact/mma.hpp>
-#if __has_include(<bitexact/mufu.hpp>)
-#include <bitexact/mufu.hpp>
+#include <bitexact/hardware/mma.hpp>
+#if __has_include(<bitexact/hardware/mufu.hpp>)
+#include <bitexact/hardware/mufu.hpp>
 #define BITEXACT_BENCH_MUFU 1
 #endif
 

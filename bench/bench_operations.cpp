@@ -27,14 +27,14 @@
 //   detached_sink    an observer that forwards to a runtime sink through a
 //                    pointer, left null, and says so through listening():
 //                    tracing compiled in, no observer attached.
-//   trace_recorder   the real recorder (include/bitexact/trace.hpp), which also
+//   trace_recorder   the real recorder (include/bitexact/trace/trace.hpp), which also
 //                    computes the exact value and error with Boost.Multiprecision:
 //                    what a full trace costs, for scale.
 #include <benchmark/benchmark.h>
 
-#include <bitexact/elementwise.hpp>
-#include <bitexact/operations.hpp>
-#include <bitexact/trace.hpp>
+#include <bitexact/host/elementwise.hpp>
+#include <bitexact/core/operations.hpp>
+#include <bitexact/trace/trace.hpp>
 
 #include <cstdint>
 #include <random>

@@ -9,8 +9,8 @@
 //                              fp32_add_each|fp32_mul_each|bf16_add_each|loop PASSES
 // The _each forms make one add_each or mul_each call over the 4096 pairs per
 // pass (elementwise.hpp); their per-operation count includes their own loop.
-#include <bitexact/elementwise.hpp>
-#include <bitexact/operations.hpp>
+#include <bitexact/host/elementwise.hpp>
+#include <bitexact/core/operations.hpp>
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,11 +1,11 @@
 // Probe: the GPU's scalar FP32 and BF16 instructions and bf16 conversions
-// against the models in include/bitexact/alu.hpp, over every bf16 pair,
+// against the models in include/bitexact/hardware/alu.hpp, over every bf16 pair,
 // every fp32 value, and 10^8 random fp32 cases per instruction variant.
 //
 //   probe_alu [--quick]     (--quick: 1/64 of each sweep, for a smoke test)
 #include <cuda_bf16.h>
 
-#include <bitexact/alu.hpp>
+#include <bitexact/hardware/alu.hpp>
 #include <cstring>
 
 #include "probe_common.cuh"

@@ -1,4 +1,4 @@
-// Probe: Hopper tensor cores against sm90_tensor_core (include/bitexact/mma.hpp):
+// Probe: Hopper tensor cores against sm90_tensor_core (include/bitexact/hardware/mma.hpp):
 // mma.sync m16n8k16 bf16->f32, f16->f32, f16->f16 and wgmma m64n8k16 bf16->f32,
 // 32M outputs each (1.28 * 10^8 in all) from the capture's structured tile
 // classes (cuda/capture/capture_mma.cuh: full-range exponents, subnormals,
@@ -12,7 +12,7 @@
 //   probe_mma [--quick] [--save DIR]
 //   --quick: 1M outputs per variant, for a smoke test; --save: write the tiles
 //   whose GPU outputs decide the sign of a zero result, in the capture layout.
-#include <bitexact/mma.hpp>
+#include <bitexact/hardware/mma.hpp>
 #include <chrono>
 #include <cstdarg>
 #include <cstring>

@@ -1,14 +1,14 @@
 // Probe: the special-function unit's ex2 and rcp, as PTX reaches them
 // (ex2.approx.ftz.f32, ex2.approx.f32, rcp.approx.ftz.f32, rcp.approx.f32),
 // over every fp32 input pattern, against the table model in
-// include/bitexact/mufu.hpp. The non-FTZ forms check the compiler's wrapper
+// include/bitexact/hardware/mufu.hpp. The non-FTZ forms check the compiler's wrapper
 // (square of ex2(x/2) below -126; rescaling around rcp) along with the tables.
 //
 //   probe_mufu [--quick] [--data DIR]
 //     --quick  2^24 inputs spread over the whole range (x = 257*j), a smoke test
 //     --data   folder with mufu_ex2.bxt and mufu_rcp.bxt (default: $BITEXACT_DATA_DIR,
 //              else the folder compiled in, else ./data)
-#include <bitexact/mufu.hpp>
+#include <bitexact/hardware/mufu.hpp>
 #include <chrono>
 #include <cstring>
 #include <filesystem>

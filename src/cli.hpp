@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include <bitexact/environment.hpp>
+#include <bitexact/core/environment.hpp>
 
 namespace bitexact::cli {
 

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include <bitexact/operations.hpp>
-#include <bitexact/render.hpp>
+#include <bitexact/core/operations.hpp>
+#include <bitexact/trace/render.hpp>
 
 #include "cli.hpp"
 

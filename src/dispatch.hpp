@@ -1,7 +1,7 @@
 // From runtime format names to the compile-time formats the operations need.
 #pragma once
 
-#include <bitexact/parse.hpp>
+#include <bitexact/trace/parse.hpp>
 
 namespace bitexact::cli {
 

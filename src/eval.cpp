@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include <bitexact/operations.hpp>
-#include <bitexact/parse.hpp>
+#include <bitexact/core/operations.hpp>
+#include <bitexact/trace/parse.hpp>
 
 #include "cli.hpp"
 

@@ -2,7 +2,7 @@
 #include <charconv>
 #include <string>
 
-#include <bitexact/parse.hpp>
+#include <bitexact/trace/parse.hpp>
 
 #include "cli.hpp"
 

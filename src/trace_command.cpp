@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 
-#include <bitexact/operations.hpp>
-#include <bitexact/parse.hpp>
-#include <bitexact/render.hpp>
+#include <bitexact/core/operations.hpp>
+#include <bitexact/trace/parse.hpp>
+#include <bitexact/trace/render.hpp>
 
 #include "cli.hpp"
 #include "dispatch.hpp"

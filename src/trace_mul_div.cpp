@@ -1,4 +1,4 @@
-#include <bitexact/operations.hpp>
+#include <bitexact/core/operations.hpp>
 
 #include "dispatch.hpp"
 #include "trace_operations.hpp"

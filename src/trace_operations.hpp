@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include <bitexact/parse.hpp>
-#include <bitexact/trace.hpp>
+#include <bitexact/trace/parse.hpp>
+#include <bitexact/trace/trace.hpp>
 
 namespace bitexact::cli {
 

@@ -3,8 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <bitexact/bitexact.hpp>
-#include <bitexact/check.hpp>
-#include <bitexact/doctest.hpp>
+#include <bitexact/testing/check.hpp>
+#include <bitexact/testing/doctest.hpp>
 
 #include <cstdint>
 #include <vector>

@@ -1,8 +1,8 @@
-// Operand parsing (include/bitexact/parse.hpp): every syntax gives exact bits,
+// Operand parsing (include/bitexact/trace/parse.hpp): every syntax gives exact bits,
 // inexact decimals are marked, and each malformed class is refused with a message.
 #include <doctest/doctest.h>
 
-#include <bitexact/parse.hpp>
+#include <bitexact/trace/parse.hpp>
 
 using namespace bitexact;
 

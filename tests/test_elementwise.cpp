@@ -5,7 +5,7 @@
 // sweeps compare them with the oracle (test_proof_exhaustive.cpp).
 #include <doctest/doctest.h>
 
-#include <bitexact/elementwise.hpp>
+#include <bitexact/host/elementwise.hpp>
 
 #include <array>
 #include <cstdint>

@@ -3,8 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <array>
-#include <bitexact/alu.hpp>
-#include <bitexact/mma.hpp>
+#include <bitexact/hardware/alu.hpp>
+#include <bitexact/hardware/mma.hpp>
 
 using namespace bitexact;
 

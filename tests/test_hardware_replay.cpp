@@ -4,8 +4,8 @@
 // directory of files in the same layout, e.g. a whole capture (make_test_data --all).
 #include <doctest/doctest.h>
 
-#include <bitexact/alu.hpp>
-#include <bitexact/mma.hpp>
+#include <bitexact/hardware/alu.hpp>
+#include <bitexact/hardware/mma.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>

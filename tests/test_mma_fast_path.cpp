@@ -7,7 +7,7 @@
 // sum), exact cancellation, one dominant product, a dominant or tiny C, and
 // Inf/NaN sprinkled in. BITEXACT_MMA_TILES sets the tiles per format pair and
 // unit (default 20000; the "sweep" test runs 10^6).
-#include <bitexact/mma.hpp>
+#include <bitexact/hardware/mma.hpp>
 
 #include <array>
 #include <cstdint>

@@ -6,8 +6,8 @@
 // away, and the kept sum 2 + 2^-18 + 2^-20 + 2^-21 + 2^-22 + 2^-23 lies
 // exactly half an ulp above an fp32 value: round toward zero keeps
 // 0x40000017 where round to nearest even would give 0x40000018.
-#include <bitexact/mma.hpp>
-#include <bitexact/render.hpp>
+#include <bitexact/hardware/mma.hpp>
+#include <bitexact/trace/render.hpp>
 
 #include <array>
 #include <cstdlib>

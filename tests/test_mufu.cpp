@@ -5,7 +5,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
-#include <bitexact/mufu.hpp>
+#include <bitexact/hardware/mufu.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -65,10 +65,10 @@ TEST_SUITE("tables") {
     // FNV-1a 64 of the raw captured arrays (.captures/FINDINGS.md); G is stored doubled, so undo that for G/2.
     std::vector<std::uint32_t> half_g(ptx::mufu_tables::size());
     for (std::uint32_t k = 0; k < half_g.size(); ++k) half_g[k] = t.entry(mufu_table::ex2_negative, k) - (1u << 23);
-    CHECK(detail::mufu_file::fnv1a64_of_values(half_g.data(), half_g.size()) == 0xbdb5657b3dd8bb3bull);
-    CHECK(detail::mufu_file::fnv1a64_of_values(t.data(mufu_table::ex2_positive), ptx::mufu_tables::size()) ==
+    CHECK(fnv1a64_of_values(half_g.data(), half_g.size()) == 0xbdb5657b3dd8bb3bull);
+    CHECK(fnv1a64_of_values(t.data(mufu_table::ex2_positive), ptx::mufu_tables::size()) ==
           0xd324da30c66ff419ull);
-    CHECK(detail::mufu_file::fnv1a64_of_values(t.data(mufu_table::rcp), ptx::mufu_tables::size()) ==
+    CHECK(fnv1a64_of_values(t.data(mufu_table::rcp), ptx::mufu_tables::size()) ==
           0xf8e542897275aba6ull);
     CHECK(t.entry(mufu_table::ex2_negative, 0) == 0x3F800000u);
     CHECK(t.entry(mufu_table::ex2_positive, 0) == 0x3F800000u);

@@ -6,7 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <analysis/capture_files.hpp>
-#include <bitexact/mufu.hpp>
+#include <bitexact/hardware/mufu.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -70,7 +70,7 @@ sample_file read_samples(const std::string& path) {
     previous = s;
   }
   REQUIRE(stream == end);
-  REQUIRE_MESSAGE(detail::mufu_file::fnv1a64_of_values(flat.data(), flat.size()) == checksum,
+  REQUIRE_MESSAGE(fnv1a64_of_values(flat.data(), flat.size()) == checksum,
                   path << " fails its checksum: regenerate it (tests/data/README.md)");
   return file;
 }

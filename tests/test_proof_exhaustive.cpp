@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include <bitexact/elementwise.hpp>
+#include <bitexact/host/elementwise.hpp>
 
 #include "oracle/fast_oracle.hpp"
 #include "oracle/ops.hpp"

@@ -3,9 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <bitexact/bitexact.hpp>
-#include <bitexact/fmt.hpp>
-#include <bitexact/render.hpp>
-#include <bitexact/trace.hpp>
+#include <bitexact/trace/fmt.hpp>
+#include <bitexact/trace/render.hpp>
+#include <bitexact/trace/trace.hpp>
 
 #include <cctype>
 #include <map>

@@ -14,7 +14,7 @@
 // random bit-pattern add/mul pairs per format in random environments;
 // from_double on 3 million doubles per format; and, with --conversions,
 // every fp32 value converted to bf16, fp16 and e4m3 in five environments.
-#include <bitexact/operations.hpp>
+#include <bitexact/bitexact.hpp>  // the one include that builds against old trees too
 
 #include <cstdio>
 #include <cstring>

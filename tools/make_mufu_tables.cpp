@@ -1,13 +1,13 @@
 // Converts the GPU captures (cuda/capture, layouts in cuda/capture/README.md)
 // into what bitexact ships: the MUFU tables in data/ and the MUFU sample
-// replay file in tests/data/. Formats: include/bitexact/mufu.hpp (tables),
+// replay file in tests/data/. Formats: include/bitexact/hardware/mufu.hpp (tables),
 // docs/mufu.md (both). Plain C++20; every file written is read back and
 // compared with the capture before the program reports success.
 //
 // Build: g++ -O2 -std=c++20 -Iinclude -o /tmp/make_mufu_tables tools/make_mufu_tables.cpp
 // Run:   /tmp/make_mufu_tables tables  .captures data
 //        /tmp/make_mufu_tables samples .captures/ops.bin tests/data/mufu_samples.bxs
-#include <bitexact/mufu.hpp>
+#include <bitexact/hardware/mufu.hpp>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -86,12 +86,12 @@ void write_table(byte_writer& out, const table_source& table) {
   out.u32(v[0]);
   out.u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(min_delta)));
   out.u32(static_cast<std::uint32_t>(exceptions.size()));
-  out.u64(bitexact::detail::mufu_file::fnv1a64_of_values(v.data(), v.size()));
+  out.u64(bitexact::fnv1a64_of_values(v.data(), v.size()));
   out.bytes.insert(out.bytes.end(), codes.begin(), codes.end());
   for (std::uint32_t e : exceptions) out.u32(e);
   std::printf("  %-13s min_delta %lld, %zu exceptions, checksum %016llx\n", table.name.c_str(),
               static_cast<long long>(min_delta), exceptions.size(),
-              static_cast<unsigned long long>(bitexact::detail::mufu_file::fnv1a64_of_values(v.data(), v.size())));
+              static_cast<unsigned long long>(bitexact::fnv1a64_of_values(v.data(), v.size())));
 }
 
 void write_table_file(const std::string& path, const std::vector<table_source>& tables) {
@@ -179,7 +179,7 @@ int make_samples(const std::string& ops_path, const std::string& out_path) {
   out.u32(static_cast<std::uint32_t>(by_input.size()));
   out.u32(section.count);
   out.u32(static_cast<std::uint32_t>(stream.bytes.size()));
-  out.u64(bitexact::detail::mufu_file::fnv1a64_of_values(records.data(), records.size()));
+  out.u64(bitexact::fnv1a64_of_values(records.data(), records.size()));
   out.text(provenance, bitexact::detail::mufu_file::provenance_bytes);
   out.bytes.insert(out.bytes.end(), stream.bytes.begin(), stream.bytes.end());
   out.save(out_path);

@@ -17,7 +17,7 @@
 // its non-.ftz twin (the results that pin down .ftz's tininess rule).
 // --all keeps everything (for replaying the whole capture on the CPU).
 #include <algorithm>
-#include <bitexact/mma.hpp>
+#include <bitexact/hardware/mma.hpp>
 #include <cstdio>
 #include <fstream>
 #include <map>

@@ -2,8 +2,8 @@
 // time and over whole buffers) and the one rounding step.
 #pragma once
 
-#include "elementwise.hpp"
-#include "environment.hpp"
-#include "format.hpp"
-#include "operations.hpp"
-#include "round.hpp"
+#include "host/elementwise.hpp"
+#include "core/environment.hpp"
+#include "core/format.hpp"
+#include "core/operations.hpp"
+#include "core/round.hpp"

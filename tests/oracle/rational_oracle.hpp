@@ -7,8 +7,8 @@
 
 #include <boost/multiprecision/cpp_int.hpp>
 
-#include <bitexact/environment.hpp>
-#include <bitexact/format.hpp>
+#include <bitexact/core/environment.hpp>
+#include <bitexact/core/format.hpp>
 
 #include <cstdint>
 #include <optional>

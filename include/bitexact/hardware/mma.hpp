@@ -19,13 +19,13 @@
 #include <stdexcept>
 #include <type_traits>
 
-#include "environment.hpp"
-#include "format.hpp"
-#include "observer.hpp"
-#include "operations.hpp"
-#include "round.hpp"
-#include "specialize.hpp"
-#include "unpack.hpp"
+#include "../core/environment.hpp"
+#include "../core/format.hpp"
+#include "../core/observer.hpp"
+#include "../core/operations.hpp"
+#include "../core/round.hpp"
+#include "../core/platform.hpp"
+#include "../core/unpack.hpp"
 
 namespace bitexact {
 

@@ -9,7 +9,7 @@
 #include "environment.hpp"
 #include "format.hpp"
 #include "observer.hpp"
-#include "specialize.hpp"
+#include "platform.hpp"
 
 namespace bitexact {
 

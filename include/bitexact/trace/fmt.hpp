@@ -16,9 +16,9 @@
 
 #include <fmt/format.h>
 
-#include "environment.hpp"
-#include "format.hpp"
-#include "operations.hpp"
+#include "../core/environment.hpp"
+#include "../core/format.hpp"
+#include "../core/operations.hpp"
 #include "render.hpp"
 #include "trace.hpp"
 

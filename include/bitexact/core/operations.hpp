@@ -10,11 +10,11 @@
 
 #include "bits.hpp"
 #include "environment.hpp"
-#include "exact_host.hpp"
+#include "exact_double.hpp"
 #include "format.hpp"
 #include "observer.hpp"
 #include "round.hpp"
-#include "specialize.hpp"
+#include "platform.hpp"
 #include "unpack.hpp"
 
 namespace bitexact {

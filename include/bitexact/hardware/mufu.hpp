@@ -44,9 +44,10 @@
 #include <vector>
 
 #include "alu.hpp"
-#include "format.hpp"
-#include "observer.hpp"
-#include "operations.hpp"
+#include "../core/checksum.hpp"
+#include "../core/format.hpp"
+#include "../core/observer.hpp"
+#include "../core/operations.hpp"
 
 namespace bitexact {
 
@@ -79,16 +80,6 @@ inline constexpr std::uint32_t version = 1;
 inline constexpr std::size_t provenance_bytes = 128, name_bytes = 16, rule_bytes = 64;
 inline constexpr std::uint32_t entries = 1u << 23;
 inline constexpr unsigned exception_code = 3;
-
-constexpr std::uint64_t fnv1a64_of_values(const std::uint32_t* values, std::size_t count) {
-  std::uint64_t hash = 1469598103934665603ull;
-  for (std::size_t i = 0; i < count; ++i)
-    for (int byte = 0; byte < 4; ++byte) {
-      hash ^= (values[i] >> (8 * byte)) & 0xFF;
-      hash *= 1099511628211ull;
-    }
-  return hash;
-}
 
 // Reads the little-endian fields of a file held in memory, failing with the
 // file's name when it ends early.

@@ -2,7 +2,7 @@
 //
 // Usage (the whole API; renderers live in render.hpp):
 //
-//   #include <bitexact/render.hpp>   // includes trace.hpp
+//   #include <bitexact/trace/render.hpp>   // includes trace.hpp
 //   using namespace bitexact;
 //
 //   // Run any operation with a recorder attached and get {rounded result, trace}:
@@ -42,12 +42,12 @@
 #include <boost/multiprecision/cpp_bin_float.hpp>
 #include <boost/multiprecision/cpp_int.hpp>
 
-#include "bits.hpp"
-#include "environment.hpp"
-#include "format.hpp"
-#include "observer.hpp"
-#include "operations.hpp"
-#include "unpack.hpp"
+#include "../core/bits.hpp"
+#include "../core/environment.hpp"
+#include "../core/format.hpp"
+#include "../core/observer.hpp"
+#include "../core/operations.hpp"
+#include "../core/unpack.hpp"
 
 namespace bitexact {
 

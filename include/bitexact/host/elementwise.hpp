@@ -4,7 +4,7 @@
 // flags collect them. Checking a kernel's output buffer needs no more, and a
 // buffer goes several times faster than a call per element: under
 // nearest-even, on x86-64, the host forms four exact results at a time in
-// SSE2 lanes (as exact_host.hpp does for one), round_nearest_even rounds them
+// SSE2 lanes (as exact_double.hpp does for one), round_nearest_even rounds them
 // in the same lanes, and the inexact flag is one OR over the whole buffer
 // instead of a flags byte per element. Elements the lanes do not take go one
 // by one through the single operation.
@@ -17,12 +17,12 @@
 #include <string>
 #include <type_traits>
 
-#include "environment.hpp"
-#include "exact_host.hpp"
-#include "format.hpp"
-#include "observer.hpp"
-#include "operations.hpp"
-#include "round.hpp"
+#include "../core/environment.hpp"
+#include "../core/exact_double.hpp"
+#include "../core/format.hpp"
+#include "../core/observer.hpp"
+#include "../core/operations.hpp"
+#include "../core/round.hpp"
 
 #if defined(__SSE2__) && defined(__GNUC__)
 #include <emmintrin.h>

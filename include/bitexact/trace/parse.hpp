@@ -28,10 +28,10 @@
 
 #include <boost/multiprecision/cpp_int.hpp>
 
-#include "environment.hpp"
-#include "format.hpp"
-#include "operations.hpp"
-#include "round.hpp"
+#include "../core/environment.hpp"
+#include "../core/format.hpp"
+#include "../core/operations.hpp"
+#include "../core/round.hpp"
 
 namespace bitexact {
 

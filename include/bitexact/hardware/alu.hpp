@@ -3,9 +3,9 @@
 // subnormal inputs and results). Evidence: cuda/probe_alu.cu, docs/hardware.md.
 #pragma once
 
-#include "environment.hpp"
-#include "format.hpp"
-#include "operations.hpp"
+#include "../core/environment.hpp"
+#include "../core/format.hpp"
+#include "../core/operations.hpp"
 
 namespace bitexact::ptx {
 

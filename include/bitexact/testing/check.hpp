@@ -21,9 +21,9 @@
 
 #include <fmt/format.h>
 
-#include "format.hpp"
-#include "render.hpp"
-#include "trace.hpp"
+#include "../core/format.hpp"
+#include "../trace/render.hpp"
+#include "../trace/trace.hpp"
 
 namespace bitexact {
 

@@ -133,7 +133,7 @@ struct detached_sink {
   }
 };
 
-static_assert(!is_observing<no_observer> && is_observing<empty_observer&> && is_observing<detached_sink&>);
+static_assert(!listens_to_core_events<no_observer> && observer<empty_observer&> && observer<detached_sink&>);
 
 // The environment is laundered through DoNotOptimize so that the compiler
 // cannot specialise the operation for round-to-nearest-even: the rounding

@@ -126,6 +126,20 @@ TEST_SUITE("proof_env") {
            oracle::div<e4m3>(minus_one_e4m3, zero_e4m3, canonical), 0x7F, DZ);
   }
 
+  TEST_CASE("an infinite operand that decides an e4m3 result is invalid, in every operation (platform.hpp's rule)") {
+    // e4m3 has no infinity: the result is its NaN of that sign, and the
+    // operation is invalid; division is no exception (inf / 1 and -inf / 2).
+    const float32 two{0x40000000}, minus_inf{0xFF800000};
+    expect(as_result(bitexact::add<e4m3>(plus_inf, one)), oracle::add<e4m3>(plus_inf, one, {}), 0x7F, NV);
+    expect(as_result(bitexact::mul<e4m3>(minus_inf, two)), oracle::mul<e4m3>(minus_inf, two, {}), 0xFF, NV);
+    expect(as_result(bitexact::fma<e4m3>(one, one, minus_inf)), oracle::fma<e4m3>(one, one, minus_inf, {}), 0xFF, NV);
+    expect(as_result(bitexact::sqrt<e4m3>(plus_inf)), oracle::sqrt<e4m3>(plus_inf, {}), 0x7F, NV);
+    expect(as_result(bitexact::div<e4m3>(plus_inf, one)), oracle::div<e4m3>(plus_inf, one, {}), 0x7F, NV);
+    expect(as_result(bitexact::div<e4m3>(minus_inf, two)), oracle::div<e4m3>(minus_inf, two, {}), 0xFF, NV);
+    // An infinity that comes from a finite division by zero is a division by zero, not invalid.
+    expect(as_result(bitexact::div<e4m3>(one, zero)), oracle::div<e4m3>(one, zero, {}), 0x7F, DZ);
+  }
+
   TEST_CASE("stochastic rounding: exact results stay exact; up iff the discarded fraction exceeds bits / 2^32") {
     const float32 x{0x3F808000};  // 1 + 2^-8: exactly half a bf16 ulp above 1
     expect_convert<bf16, fp32>(x.bits, {.rounding = rounding_mode::stochastic, .random_bits = 0x7FFFFFFF}, 0x3F81, NX);

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <memory>
 #include <bitexact/hardware/alu.hpp>
 #include <bitexact/hardware/mma.hpp>
 
@@ -120,6 +121,14 @@ TEST_CASE("a fused step refuses operand spans of different lengths or more than 
     return fused_multiply_add_step<fp32, bf16>(sm90_tensor_core, a, b, float32{});
   };
   CHECK_THROWS_AS(step(many, many), std::invalid_argument);
-  CHECK_THROWS_AS(step(three, std::span<const bfloat16>(many).first(2)), std::invalid_argument);
   CHECK_NOTHROW(step(three, three));
+  // A b whose memory ends after two elements (a heap block of exactly that
+  // size), so that AddressSanitizer reports any read of b[2] before the check.
+  const auto two = std::make_unique<bfloat16[]>(2);
+  const std::span<const bfloat16> short_b(two.get(), 2);
+  CHECK_THROWS_AS(step(three, short_b), std::invalid_argument);
+  CHECK_THROWS_AS(fused_dot<fp32>(sm90_tensor_core, std::span<const bfloat16>(three), short_b, float32{}),
+                  std::invalid_argument);
+  // A shorter a is refused too, though it would only read less.
+  CHECK_THROWS_AS(step(short_b, three), std::invalid_argument);
 }

@@ -373,6 +373,7 @@ struct switchable_observer {
 };
 }  // namespace
 
+TEST_SUITE("trace") {
 TEST_CASE("an observer that is not listening gets no events and the same results as no observer") {
   const float32 a{0xC01A0E2E}, b{0xC0130000};
   switchable_observer detached, attached{true};
@@ -386,3 +387,55 @@ TEST_CASE("an observer that is not listening gets no events and the same results
   CHECK(attached.events > 8);  // operation, operands, alignment, exact, normalization, rounding, result, ...
   CHECK(plain_sum.result.bits == 0xC0968717u);
 }
+}  // TEST_SUITE
+
+namespace {
+
+// Listens to two kinds of event and no others: under the one rule it receives
+// exactly those, from every operation, as a full recorder does.
+struct rounding_and_result_listener {
+  std::vector<rounding_event> roundings;
+  std::vector<result_event> results;
+  void on(const rounding_event& e) { roundings.push_back(e); }
+  void on(const result_event& e) { results.push_back(e); }
+};
+
+bool same_rounding(const rounding_event& x, const rounding_event& y) {
+  return x.target == y.target && x.mode == y.mode && x.sign == y.sign && x.lsb_exponent == y.lsb_exponent &&
+         x.kept == y.kept && x.guard == y.guard && x.round == y.round && x.sticky == y.sticky &&
+         x.increment == y.increment && x.reason == y.reason && x.carry_out == y.carry_out &&
+         x.subnormal == y.subnormal && x.tiny == y.tiny;
+}
+
+}  // namespace
+
+TEST_SUITE("trace") {
+TEST_CASE("an observer of some events receives those events from every operation, as a recorder does") {
+  static_assert(listens_to<rounding_and_result_listener, rounding_event>);
+  static_assert(!listens_to<rounding_and_result_listener, operand_event>);
+  static_assert(!observer<rounding_and_result_listener>);
+  const float32 a{0xC01A0E2E}, b{0xC0130000}, c{0x3F800001};
+  const environment env{.rounding = rounding_mode::upward};
+  // Each operation runs once with the partial observer and once with a recorder.
+  const auto compare = [](const char* what, auto&& run) {
+    CAPTURE(what);
+    rounding_and_result_listener partial;
+    const auto result = run(partial);
+    const auto [recorded_result, record] = traced([&](auto& recorder) { return run(recorder); });
+    CHECK(result == recorded_result);
+    REQUIRE(record.rounding.has_value());
+    REQUIRE(partial.roundings.size() == 1);
+    CHECK(same_rounding(partial.roundings[0], *record.rounding));
+    REQUIRE(partial.results.size() == 1);
+    CHECK(partial.results[0].bits == record.result_bits);
+  };
+  compare("add", [&](auto& obs) { return add<bf16>(a, b, env, obs); });
+  compare("sub", [&](auto& obs) { return sub<bf16>(a, c, env, obs); });
+  compare("mul", [&](auto& obs) { return mul<bf16>(a, b, env, obs); });
+  compare("fma", [&](auto& obs) { return fma<bf16>(a, b, c, env, obs); });
+  compare("div", [&](auto& obs) { return div<bf16>(a, b, env, obs); });
+  compare("sqrt", [&](auto& obs) { return sqrt<bf16>(c, env, obs); });
+  compare("convert", [&](auto& obs) { return convert<bf16>(a, env, obs); });
+  compare("from_integer", [&](auto& obs) { return from_integer<bf16>(123457, env, obs); });
+}
+}  // TEST_SUITE

@@ -3,6 +3,9 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <type_traits>
 
 namespace bitexact {
 
@@ -16,6 +19,20 @@ using uint128 = unsigned __int128;
 #define BITEXACT_INLINE [[gnu::always_inline]] inline
 #else
 #define BITEXACT_INLINE inline
+#endif
+
+// A precondition that prose alone would leave undefined: in constant
+// evaluation a violation is a compile error (the non-constexpr function below
+// is called); at run time it is an assert, so Release builds pay nothing.
+[[noreturn]] inline void precondition_violated(const char* message) {
+  std::fprintf(stderr, "bitexact: precondition violated: %s\n", message);
+  std::abort();
+}
+#ifdef NDEBUG
+#define BITEXACT_EXPECTS(condition, message) \
+  (std::is_constant_evaluated() && !(condition) ? ::bitexact::precondition_violated(message) : void())
+#else
+#define BITEXACT_EXPECTS(condition, message) ((condition) ? void() : ::bitexact::precondition_violated(message))
 #endif
 
 constexpr int msb_index(std::uint64_t x) { return 63 - std::countl_zero(x); }

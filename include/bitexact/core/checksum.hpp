@@ -24,9 +24,10 @@ constexpr std::uint64_t fnv1a64(const unsigned char* bytes, std::size_t count,
 constexpr std::uint64_t fnv1a64_of_values(const std::uint32_t* values, std::size_t count) {
   std::uint64_t hash = fnv1a64_offset_basis;
   for (std::size_t i = 0; i < count; ++i) {
-    const unsigned char little_endian[4] = {static_cast<unsigned char>(values[i]), static_cast<unsigned char>(values[i] >> 8),
-                                            static_cast<unsigned char>(values[i] >> 16),
-                                            static_cast<unsigned char>(values[i] >> 24)};
+    const std::uint32_t value = values[i];
+    const unsigned char little_endian[4] = {static_cast<unsigned char>(value), static_cast<unsigned char>(value >> 8),
+                                            static_cast<unsigned char>(value >> 16),
+                                            static_cast<unsigned char>(value >> 24)};
     hash = fnv1a64(little_endian, 4, hash);
   }
   return hash;

@@ -25,7 +25,9 @@ enum class nan_policy : std::uint8_t { ieee_propagate, canonical };
 
 struct environment {
   rounding_mode rounding = rounding_mode::nearest_even;
-  tininess tiny = tininess::after_rounding;  // x86 and ARM detect tininess after rounding
+  // x86 detects tininess after rounding (the default); ARM VFP/NEON before
+  // (SoftFloat's ARM specialisations agree); CUDA's .ftz after (probe_alu).
+  tininess tiny = tininess::after_rounding;
   bool flush_to_zero = false;                // subnormal results become zero of the same sign
   bool denormals_are_zero = false;           // subnormal operands are read as zero of the same sign
   nan_policy nans = nan_policy::ieee_propagate;

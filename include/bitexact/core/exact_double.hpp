@@ -20,24 +20,45 @@ namespace bitexact::detail {
 
 static_assert(std::numeric_limits<double>::is_iec559, "the fast paths need IEEE binary64 doubles");
 
-inline constexpr int double_fraction_bits = 52, double_bias = 1023;
+// binary64's layout, for reading and writing a double's bits.
+inline constexpr int double_fraction_bits = 52, double_bias = 1023, double_max_biased_exponent = 0x7FF;
+inline constexpr std::uint64_t double_hidden_bit = std::uint64_t{1} << double_fraction_bits;
 
-// A normal value of F as a double, exactly, by way of its fp32 bit pattern
-// (every format here has at most fp32's exponent range and precision).
-template <format F>
-BITEXACT_INLINE constexpr double exact_double(std::uint32_t bits) {
+// A normal pattern of F rewritten as the fp32 pattern of the same value
+// (every format here has at most fp32's exponent range and precision); with
+// fp32's 8-bit exponent field it is a shift. Word is std::uint32_t, or a
+// vector of them (the lanes of host/elementwise.hpp).
+template <format F, class Word>
+BITEXACT_INLINE constexpr Word fp32_pattern(Word bits) {
   static_assert(F.exponent_bits <= 8 && F.fraction_bits <= 23);
-  std::uint32_t fp32_bits;
+  constexpr int fraction_shift = 23 - F.fraction_bits;
   if constexpr (F.exponent_bits == 8) {
-    fp32_bits = bits << (23 - F.fraction_bits);  // fp32's layout with fewer fraction bits
+    return bits << fraction_shift;
   } else {
     constexpr int sign_shift = F.width() - 1;
-    const std::uint32_t magnitude = bits & ((1u << sign_shift) - 1);
-    fp32_bits = ((bits >> sign_shift) << 31) |
-                ((magnitude << (23 - F.fraction_bits)) + (static_cast<std::uint32_t>(127 - F.bias()) << 23));
+    const Word magnitude = bits & ((1u << sign_shift) - 1);
+    return ((bits >> sign_shift) << 31) |
+           ((magnitude << fraction_shift) + (static_cast<std::uint32_t>(127 - F.bias()) << 23));
   }
-  return static_cast<double>(std::bit_cast<float>(fp32_bits));
 }
+
+// A normal value of F as a double, exactly, by way of its fp32 pattern.
+template <format F>
+BITEXACT_INLINE constexpr double exact_double(std::uint32_t bits) {
+  return static_cast<double>(std::bit_cast<float>(fp32_pattern<F>(bits)));
+}
+
+// Two normal values of F add exactly in a double when their exponents are at
+// most far_apart binades apart: the exact sum then spans at most 53 bits.
+// The fast paths test this on the exponent fields alone: a's exponent inside
+// [lowest_exponent, highest_exponent], far_apart binades within F's normal
+// range, and b's within far_apart of a's, which makes b normal too.
+template <format F>
+struct exact_sum_window {
+  static constexpr int far_apart = double_fraction_bits - F.fraction_bits;
+  static constexpr int lowest_exponent = F.min_exponent() + far_apart;
+  static constexpr int highest_exponent = F.max_exponent() - far_apart;
+};
 
 // A double's bit pattern shifted left by one (the sign drops out) is an
 // extended pattern of R (see round_extended) with 53 - R.fraction_bits extra
@@ -68,11 +89,10 @@ constexpr value<R> round_double(double exact, const environment& env, flags& rai
   const auto bits = std::bit_cast<std::uint64_t>(exact);
   if (pattern::fits(bits << 1)) [[likely]]
     return pattern::template round<run_time_rounding>(bits >> 63, bits << 1, env, raised);
-  const int biased = static_cast<int>((bits >> double_fraction_bits) & 0x7FF);
-  constexpr std::uint64_t hidden = std::uint64_t{1} << double_fraction_bits;
-  const std::uint64_t fraction = bits & (hidden - 1);
+  const auto biased = static_cast<int>((bits >> double_fraction_bits) & double_max_biased_exponent);
+  const std::uint64_t fraction = bits & (double_hidden_bit - 1);
   return round_pack<R>(bits >> 63, (biased ? biased : 1) - double_bias - double_fraction_bits,
-                       biased ? fraction | hidden : fraction, false, env, raised);
+                       biased ? fraction | double_hidden_bit : fraction, false, env, raised);
 }
 
 }  // namespace bitexact::detail

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 #include "bits.hpp"
 #include "environment.hpp"
@@ -131,38 +132,43 @@ struct fused_sum_event {
 
 struct no_observer {};
 
-// An observer is anything with these members; a type that has none of them
-// (no_observer) makes every report vanish at compile time.
-template <class O>
-concept observer = requires(O& o) {
-  o.on(operation_event{});
-  o.on(operand_event{});
-  o.on(alignment_event{});
-  o.on(exact_event{});
-  o.on(normalization_event{});
-  o.on(rounding_event{});
-  o.on(special_event{});
-  o.on(result_event{});
-};
-
-// Hand an event to the observer if it listens for that kind of event; hardware
-// models add event kinds of their own, which a core-only observer ignores.
+// The one rule for every event: an observer receives an event exactly when it
+// has an on() member for that event's type. An observer may listen to a few
+// kinds of event (the rounding decisions only, say) and no others; one with
+// no on() member at all, such as no_observer, makes every report vanish at
+// compile time. Hardware models add event kinds of their own by the same rule.
 template <class O, class Event>
-constexpr void report(O& obs, const Event& event) {
-  if constexpr (requires { obs.on(event); }) obs.on(event);
+concept listens_to = requires(std::remove_reference_t<O>& obs, const Event& event) { obs.on(event); };
+
+template <class O>
+inline constexpr bool listens_to_core_events =
+    listens_to<O, operation_event> || listens_to<O, operand_event> || listens_to<O, alignment_event> ||
+    listens_to<O, exact_event> || listens_to<O, normalization_event> || listens_to<O, rounding_event> ||
+    listens_to<O, special_event> || listens_to<O, result_event>;
+
+// An observer of every event the core operations report (a trace recorder).
+template <class O>
+concept observer = listens_to<O, operation_event> && listens_to<O, operand_event> &&
+                   listens_to<O, alignment_event> && listens_to<O, exact_event> &&
+                   listens_to<O, normalization_event> && listens_to<O, rounding_event> &&
+                   listens_to<O, special_event> && listens_to<O, result_event>;
+
+// Hand an event to the observer if it listens for that kind of event. Events
+// that cost something to build are built under `if constexpr (listens_to<O, E>)`.
+template <class O, class Event>
+BITEXACT_INLINE constexpr void report(O& obs, const Event& event) {
+  if constexpr (listens_to<O, Event>) obs.on(event);
 }
 
-template <class O>
-inline constexpr bool is_observing = observer<O>;
-
 // An observer that is attached at run time (a sink behind a pointer that may
-// be null) says with listening() whether anybody listens now. add, sub and
-// mul take their untraced fast path when nobody does, so tracing compiled in
-// but not attached costs one test; other observers always listen.
+// be null) says with listening() whether anybody listens now. add, sub, mul
+// and convert take their untraced fast path when nobody does, so tracing
+// compiled in but not attached costs one test; any other observer listens
+// when it has an on() member for some core event.
 template <class O>
 constexpr bool is_listening(const O& obs) {
   if constexpr (requires { static_cast<bool>(obs.listening()); }) return obs.listening();
-  else return is_observing<O>;
+  else return listens_to_core_events<O>;
 }
 
 }  // namespace bitexact

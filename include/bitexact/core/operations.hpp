@@ -67,50 +67,50 @@ struct exact_sum {
 };
 
 template <class Wide>
-constexpr exact_sum<Wide> sum_exactly(bool x_sign, Wide x, int x_exponent, bool y_sign, Wide y, int y_exponent) {
+constexpr exact_sum<Wide> sum_exactly(bool first_sign, Wide first, int first_exponent, bool second_sign, Wide second,
+                                      int second_exponent) {
   constexpr int width = sizeof(Wide) * 8;
   constexpr int top = width - 3;
-  const int x_lead = x_exponent + msb_index(x);
-  const int y_lead = y_exponent + msb_index(y);
+  const int first_lead = first_exponent + msb_index(first);
+  const int second_lead = second_exponent + msb_index(second);
   // Swap and add-or-subtract with masks rather than branches: on random signs
-  // and magnitudes each branch would mispredict half the time.
-  const bool swapped = x_lead < y_lead;
-  const Wide swap_terms = (x ^ y) & -static_cast<Wide>(swapped);
-  x ^= swap_terms;
-  y ^= swap_terms;
-  const int swap_exponents = (x_exponent ^ y_exponent) & -static_cast<int>(swapped);
-  x_exponent ^= swap_exponents;
-  y_exponent ^= swap_exponents;
-  const bool swap_signs = (x_sign != y_sign) & swapped;
-  x_sign = x_sign != swap_signs;
-  y_sign = y_sign != swap_signs;
-  const int x_shift = top - msb_index(x);
-  const Wide big = x << x_shift;
-  const int exponent = x_exponent - x_shift;
-  const int y_shift = y_exponent - exponent;
-  Wide small;
+  // and magnitudes each branch would mispredict half the time. After the
+  // swap, upper is the term with the higher leading bit, lower the other.
+  const bool swapped = first_lead < second_lead;
+  const Wide swap_terms = (first ^ second) & -static_cast<Wide>(swapped);
+  const Wide upper = first ^ swap_terms, lower = second ^ swap_terms;
+  const int swap_exponents = (first_exponent ^ second_exponent) & -static_cast<int>(swapped);
+  const int upper_exponent = first_exponent ^ swap_exponents, lower_exponent = second_exponent ^ swap_exponents;
+  const bool swap_signs = (first_sign != second_sign) & swapped;
+  const bool upper_sign = first_sign != swap_signs, lower_sign = second_sign != swap_signs;
+  const int upper_shift = top - msb_index(upper);
+  const Wide upper_aligned = upper << upper_shift;
+  const int exponent = upper_exponent - upper_shift;
+  const int lower_shift = lower_exponent - exponent;
+  Wide lower_aligned;
   Wide shifted_out = 0;
-  if (y_shift >= 0) {
-    small = y << y_shift;
+  if (lower_shift >= 0) {
+    lower_aligned = lower << lower_shift;
   } else {
-    const int count = -y_shift;
-    shifted_out = count >= width ? y : (y & ((Wide{1} << count) - 1));
-    small = shift_right_jam(y, count);
+    const int align_shift = -lower_shift;
+    shifted_out = align_shift >= width ? lower : (lower & ((Wide{1} << align_shift) - 1));
+    lower_aligned = shift_right_jam(lower, align_shift);
   }
-  exact_sum<Wide> s{};
-  s.exponent = exponent;
+  exact_sum<Wide> sum{};
+  sum.exponent = exponent;
   // Both terms lie below bit width-2, so a difference that goes negative
-  // (the smaller term came first: equal leading bits) shows in the top bit;
-  // it is negated, and the sign becomes the second term's.
-  const Wide subtract = -static_cast<Wide>(x_sign != y_sign);
-  const Wide total = big + ((small ^ subtract) - subtract);
+  // (the lower term came first: equal leading bits) shows in the top bit;
+  // it is negated, and the sign becomes the lower term's.
+  const Wide subtract = -static_cast<Wide>(upper_sign != lower_sign);
+  const Wide total = upper_aligned + ((lower_aligned ^ subtract) - subtract);
   const Wide negative = -(total >> (width - 1));
-  s.sign = x_sign != static_cast<bool>(negative & 1);
-  s.significand = (total ^ negative) - negative;
-  s.alignment = alignment_event{(swapped ? y_lead - x_lead : x_lead - y_lead), y_shift < 0 ? -y_shift : 0,
-                                static_cast<uint128>(shifted_out), shifted_out != 0, swapped};
-  s.leading_bit_shift = s.significand ? msb_index(s.significand) - top : 0;
-  return s;
+  sum.sign = upper_sign != static_cast<bool>(negative & 1);
+  sum.significand = (total ^ negative) - negative;
+  sum.alignment = alignment_event{(swapped ? second_lead - first_lead : first_lead - second_lead),
+                                  lower_shift < 0 ? -lower_shift : 0, static_cast<uint128>(shifted_out),
+                                  shifted_out != 0, swapped};
+  sum.leading_bit_shift = sum.significand ? msb_index(sum.significand) - top : 0;
+  return sum;
 }
 
 // Hand an exact result of any width to round_pack, keeping 64 bits (far more
@@ -171,7 +171,7 @@ constexpr rounded<R> add_or_sub_untraced(operation op, value<A> a, value<B> b, c
 template <format R, format F>
 [[gnu::noinline]] constexpr rounded<R> add_far_apart(operation op, value<F> a, value<F> b, std::uint32_t b_bits,
                                                      const environment& env) {
-  constexpr int far_apart = double_fraction_bits - F.fraction_bits;
+  constexpr int far_apart = exact_sum_window<F>::far_apart;
   static_assert(far_apart >= R.fraction_bits + 4, "the stand-in must stay below every guard bit");
   constexpr std::uint32_t sign_bit = 1u << (F.width() - 1);
   constexpr std::uint32_t exponent_mask = static_cast<std::uint32_t>(F.max_biased_exponent()) << F.fraction_bits;
@@ -197,25 +197,24 @@ template <format R, format F>
 template <format R, format F>
 BITEXACT_INLINE constexpr rounded<R> add_fast(operation op, value<F> a, value<F> b, std::uint32_t b_bits,
                                               const environment& env) {
-  constexpr int far_apart = double_fraction_bits - F.fraction_bits;
+  using window = exact_sum_window<F>;
+  constexpr int far_apart = window::far_apart;
   constexpr int max_biased = F.max_biased_exponent();
   const auto general = [&] { return add_or_sub_untraced<R>(op, a, b, env); };
   if constexpr (max_biased - 2 <= far_apart) {
     // Any two normals are close enough.
     if (!is_normal_pattern<F>(a.bits) || !is_normal_pattern<F>(b_bits)) [[unlikely]] return general();
   } else {
-    // a's exponent at least far_apart binades inside the normal range and b's
-    // within far_apart of it: both are then normal.
     static_assert(F.has_infinity());
-    constexpr int lowest = F.min_exponent() + far_apart, highest = F.max_exponent() - far_apart;
+    constexpr int lowest = window::lowest_exponent, highest = window::highest_exponent;
     static_assert(highest - lowest >= 64, "the window must hold the common magnitudes");
     constexpr std::uint32_t unit = 1u << F.fraction_bits;
     constexpr std::uint32_t exponent_mask = static_cast<std::uint32_t>(max_biased) * unit;
     const std::uint32_t a_field = a.bits & exponent_mask, b_field = b_bits & exponent_mask;
-    const bool window = a_field - static_cast<std::uint32_t>(lowest + F.bias()) * unit <=
+    const bool in_window = a_field - static_cast<std::uint32_t>(lowest + F.bias()) * unit <=
                         static_cast<std::uint32_t>(highest - lowest) * unit;
     const bool close = a_field - b_field + far_apart * unit <= 2 * far_apart * unit;
-    if (!(window && close)) [[unlikely]] return add_far_apart<R>(op, a, b, b_bits, env);
+    if (!(in_window && close)) [[unlikely]] return add_far_apart<R>(op, a, b, b_bits, env);
   }
   // An exactly zero sum (b is -a) goes to the general code too.
   return round_exact_double<R>(exact_double<F>(a.bits) + exact_double<F>(b_bits), env, general);
@@ -243,8 +242,7 @@ constexpr rounded<R> add_or_sub_general(operation op, value<A> a, value<B> b, co
       }
       report(obs, special_event{special_reason::infinity_operand});
       const bool sign = ua.kind == value_class::infinity ? ua.sign : ub.sign;
-      if constexpr (!R.has_infinity()) raised.bits |= flags::invalid;
-      return finish(infinity_result<R>(sign, env), raised, obs);
+      return finish(infinite_operand_result<R>(sign, env, raised), raised, obs);
     }
     if (ua.kind == value_class::zero && ub.kind == value_class::zero) {
       report(obs, special_event{special_reason::zero_result});
@@ -256,11 +254,9 @@ constexpr rounded<R> add_or_sub_general(operation op, value<A> a, value<B> b, co
 
   const auto sum = sum_exactly<std::uint64_t>(ua.sign, ua.significand, ua.exponent, ub.sign, ub.significand,
                                               ub.exponent);
-  if constexpr (is_observing<O>) {
-    obs.on(sum.alignment);
-    obs.on(exact_event{sum.sign, sum.significand, sum.exponent, false, ua.sign != ub.sign});
-    if (sum.significand) obs.on(normalization_event{sum.leading_bit_shift});
-  }
+  report(obs, sum.alignment);
+  report(obs, exact_event{sum.sign, sum.significand, sum.exponent, false, ua.sign != ub.sign});
+  if (sum.significand) report(obs, normalization_event{sum.leading_bit_shift});
   if (sum.significand == 0) {
     report(obs, special_event{special_reason::zero_result});
     return finish(value<R>::zero(zero_sum_sign(ua.sign, ub.sign, env)), raised, obs);
@@ -321,12 +317,13 @@ constexpr auto sub(value<A> a, value<B> b, const environment& env = {}, O&& obs 
 
 namespace detail {
 
-// a * b for two normal operands, untraced, with env's rounding mode known at
-// compile time as FixedMode: the product of two significands of at most 24
-// bits is exact in a double.
+// a * b for any operands, untraced: the general code, out of line, for what
+// mul_fast does not take.
 template <format R, format A, format B>
 constexpr rounded<R> mul_untraced(value<A> a, value<B> b, const environment& env);
 
+// a * b for two normal operands, untraced: the product of two significands
+// of at most 24 bits each is exact in a double.
 template <format R, format A, format B>
 BITEXACT_INLINE constexpr rounded<R> mul_fast(value<A> a, value<B> b, const environment& env) {
   static_assert(A.precision() + B.precision() <= 53);
@@ -374,8 +371,7 @@ constexpr rounded<Rf> mul_general(value<A> a, value<B> b, const environment& env
         return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
       }
       report(obs, special_event{special_reason::infinity_operand});
-      if constexpr (!Rf.has_infinity()) raised.bits |= flags::invalid;
-      return detail::finish(infinity_result<Rf>(sign, env), raised, obs);
+      return detail::finish(infinite_operand_result<Rf>(sign, env, raised), raised, obs);
     }
     report(obs, special_event{special_reason::zero_result});  // an operand is zero
     return detail::finish(value<Rf>::zero(sign), raised, obs);
@@ -399,9 +395,8 @@ constexpr auto fma(value<A> a, value<B> b, value<C> c, const environment& env = 
   const bool product_sign = ua.sign != ub.sign;
   const bool product_invalid = (ua.kind == value_class::infinity && ub.kind == value_class::zero) ||
                                (ua.kind == value_class::zero && ub.kind == value_class::infinity);
-  if (is_nan(ua.kind) || is_nan(ub.kind) || is_nan(uc.kind)) {
-    // A NaN operand decides the result before 0 * inf is looked at: x86's
-    // vfmadd raises nothing for fma(0, inf, quiet NaN) (host SSE sweep).
+  const bool nan_operand = is_nan(ua.kind) || is_nan(ub.kind) || is_nan(uc.kind);
+  if (nan_operand && (fma_nan_operand_before_invalid_product || !product_invalid)) {
     report(obs, special_event{special_reason::nan_operand});
     return detail::finish(propagate_nan<Rf>(env, raised, a, b, c), raised, obs);
   }
@@ -413,8 +408,7 @@ constexpr auto fma(value<A> a, value<B> b, value<C> c, const environment& env = 
   if (product_infinite || uc.kind == value_class::infinity) {
     report(obs, special_event{special_reason::infinity_operand});
     const bool sign = product_infinite ? product_sign : uc.sign;
-    if constexpr (!Rf.has_infinity()) raised.bits |= flags::invalid;
-    return detail::finish(infinity_result<Rf>(sign, env), raised, obs);
+    return detail::finish(infinite_operand_result<Rf>(sign, env, raised), raised, obs);
   }
   const bool product_zero = ua.kind == value_class::zero || ub.kind == value_class::zero;
   if (product_zero && uc.kind == value_class::zero) {
@@ -430,11 +424,9 @@ constexpr auto fma(value<A> a, value<B> b, value<C> c, const environment& env = 
   }
   const auto sum = detail::sum_exactly<uint128>(product.sign, product.significand, product.exponent, uc.sign,
                                                 uc.significand, uc.exponent);
-  if constexpr (is_observing<O>) {
-    obs.on(sum.alignment);
-    obs.on(exact_event{sum.sign, sum.significand, sum.exponent, false, product.sign != uc.sign});
-    if (sum.significand) obs.on(normalization_event{sum.leading_bit_shift});
-  }
+  report(obs, sum.alignment);
+  report(obs, exact_event{sum.sign, sum.significand, sum.exponent, false, product.sign != uc.sign});
+  if (sum.significand) report(obs, normalization_event{sum.leading_bit_shift});
   if (sum.significand == 0) {
     report(obs, special_event{special_reason::zero_result});
     return detail::finish(value<Rf>::zero(detail::zero_sum_sign(product_sign, uc.sign, env)), raised, obs);
@@ -461,9 +453,13 @@ constexpr auto div(value<A> a, value<B> b, const environment& env = {}, O&& obs 
     report(obs, special_event{special_reason::invalid_operation});
     return detail::finish(invalid_result<Rf>(env, raised), raised, obs);
   }
-  if (a_inf || b_zero) {
-    if (b_zero && !a_inf) raised.bits |= flags::divide_by_zero;  // inf / 0 is an exact infinity: no flag
-    report(obs, special_event{b_zero ? special_reason::division_by_zero : special_reason::infinity_operand});
+  if (a_inf) {  // an exact infinity, even over zero: no divide-by-zero flag
+    report(obs, special_event{special_reason::infinity_operand});
+    return detail::finish(infinite_operand_result<Rf>(sign, env, raised), raised, obs);
+  }
+  if (b_zero) {
+    raised.bits |= flags::divide_by_zero;
+    report(obs, special_event{special_reason::division_by_zero});
     return detail::finish(infinity_result<Rf>(sign, env), raised, obs);
   }
   if (a_zero || b_inf) {
@@ -501,8 +497,7 @@ constexpr auto sqrt(value<A> a, const environment& env = {}, O&& obs = {}) {
   }
   if (ua.kind == value_class::infinity) {
     report(obs, special_event{special_reason::infinity_operand});
-    if constexpr (!Rf.has_infinity()) raised.bits |= flags::invalid;
-    return detail::finish(infinity_result<Rf>(false, env), raised, obs);
+    return detail::finish(infinite_operand_result<Rf>(false, env, raised), raised, obs);
   }
   // Make the exponent even and the radicand about 126 bits, so the integer
   // root has at least 62 bits (stochastic rounding reads 32 below the last
@@ -535,9 +530,7 @@ constexpr rounded<R> convert_general(value<A> a, const environment& env, O& obs)
   }
   if (ua.kind == value_class::infinity) {
     report(obs, special_event{special_reason::infinity_operand});
-    // E4M3FN has no infinity: OCP's non-saturating conversion gives NaN.
-    if constexpr (!R.has_infinity()) raised.bits |= flags::invalid;
-    return detail::finish(infinity_result<R>(ua.sign, env), raised, obs);
+    return detail::finish(infinite_operand_result<R>(ua.sign, env, raised), raised, obs);
   }
   if (ua.kind == value_class::zero) {
     report(obs, special_event{special_reason::zero_result});
@@ -576,12 +569,12 @@ constexpr rounded<R> from_integer(std::int64_t x, const environment& env = {}, O
 }
 
 // The integer that a rounds to under env's mode; NaN and out-of-range values
-// raise invalid and give the x86 "integer indefinite" (the minimum int64).
+// raise invalid and give invalid_integer_result (platform.hpp).
 template <format A>
 constexpr std::pair<std::int64_t, flags> to_integer(value<A> a, const environment& env = {}) {
   flags raised;
   const unpacked ua = unpack(a, env);
-  constexpr std::int64_t indefinite = std::numeric_limits<std::int64_t>::min();
+  constexpr std::int64_t indefinite = invalid_integer_result;
   if (is_nan(ua.kind) || ua.kind == value_class::infinity) return {indefinite, flags{flags::invalid}};
   if (ua.kind == value_class::zero) return {0, raised};
   std::uint64_t magnitude;
@@ -605,23 +598,17 @@ constexpr std::pair<std::int64_t, flags> to_integer(value<A> a, const environmen
 // this is exact and needs no host floating-point arithmetic.
 template <format R>
 constexpr rounded<R> from_double(double x, const environment& env = {}) {
+  using namespace detail;
   const auto bits = std::bit_cast<std::uint64_t>(x);
   const bool sign = bits >> 63;
-  const int biased = static_cast<int>((bits >> 52) & 0x7FF);
-  const std::uint64_t fraction = bits & ((std::uint64_t{1} << 52) - 1);
+  const auto biased = static_cast<int>((bits >> double_fraction_bits) & double_max_biased_exponent);
+  const std::uint64_t fraction = bits & (double_hidden_bit - 1);
   flags raised;
-  if (biased == 0x7FF) {
-    if (fraction == 0) {
-      if constexpr (!R.has_infinity()) raised.bits |= flags::invalid;
-      return {infinity_result<R>(sign, env), raised};
-    }
-    if (!(fraction >> 51)) raised.bits |= flags::invalid;  // signaling NaN
-    if (env.nans == nan_policy::canonical) return {value<R>::canonical_nan(), raised};
-    if constexpr (!R.has_infinity()) return {value<R>::default_nan(sign), raised};
-    else {
-      const auto payload = static_cast<std::uint32_t>(fraction >> (52 - R.fraction_bits));
-      return {value<R>::from_bits(value<R>::default_nan(sign).bits | payload), raised};
-    }
+  if (biased == double_max_biased_exponent) {
+    if (fraction == 0) return {infinite_operand_result<R>(sign, env, raised), raised};
+    const common_nan nan{sign, fraction << (64 - double_fraction_bits)};
+    if (!(nan.payload >> 63)) raised.bits |= flags::invalid;  // signaling NaN
+    return {nan_operand_result<R>(env, nan), raised};
   }
   if (biased == 0 && (fraction == 0 || env.denormals_are_zero)) return {value<R>::zero(sign), raised};
   const value<R> result = detail::round_double<R>(x, env, raised);
@@ -630,24 +617,29 @@ constexpr rounded<R> from_double(double x, const environment& env = {}) {
 
 template <format A>
 constexpr double to_double(value<A> a) {
+  using namespace detail;
   const unpacked u = unpack(a);
   const std::uint64_t sign = std::uint64_t{u.sign} << 63;
+  constexpr std::uint64_t infinity_bits = std::uint64_t{double_max_biased_exponent} << double_fraction_bits;
   switch (u.kind) {
     case value_class::zero: return std::bit_cast<double>(sign);
-    case value_class::infinity: return std::bit_cast<double>(sign | 0x7FF0000000000000u);
+    case value_class::infinity: return std::bit_cast<double>(sign | infinity_bits);
     case value_class::quiet_nan:
     case value_class::signaling_nan: {
-      const std::uint64_t payload = std::uint64_t{a.fraction()} << (52 - A.fraction_bits);
-      return std::bit_cast<double>(sign | 0x7FF0000000000000u | payload |
-                                   (A.has_infinity() ? 0 : std::uint64_t{1} << 51));
+      // The payload as it stands, signaling or not: this shows a value, it
+      // does not compute with it. E4M3FN's one NaN reads as quiet.
+      const std::uint64_t payload = to_common_nan(a).payload >> (64 - double_fraction_bits);
+      constexpr std::uint64_t quiet_bit = double_hidden_bit >> 1;
+      return std::bit_cast<double>(sign | infinity_bits | payload | (A.has_infinity() ? 0 : quiet_bit));
     }
     default: break;
   }
   // Every format here has fewer exponent bits than double: the value is normal there.
   const int lead = msb_index(std::uint64_t{u.significand});
-  const std::uint64_t fraction = (std::uint64_t{u.significand} << (52 - lead)) & ((std::uint64_t{1} << 52) - 1);
-  const auto biased = static_cast<std::uint64_t>(u.exponent + lead + 1023);
-  return std::bit_cast<double>(sign | (biased << 52) | fraction);
+  const std::uint64_t fraction =
+      (std::uint64_t{u.significand} << (double_fraction_bits - lead)) & (double_hidden_bit - 1);
+  const auto biased = static_cast<std::uint64_t>(u.exponent + lead + double_bias);
+  return std::bit_cast<double>(sign | (biased << double_fraction_bits) | fraction);
 }
 
 // Comparison of values of any formats. Unordered when either is NaN.

@@ -62,24 +62,26 @@ struct rounding_decision {
 // bits with bitwise logic (a mispredicted branch on the guard bit costs more
 // than the whole operation). The reason is only read by observers.
 BITEXACT_INLINE constexpr rounding_decision decide_rounding(rounding_mode mode, bool sign, bool kept_odd,
-                                                            const discarded_bits& d, std::uint32_t random_bits) {
-  const bool inexact = d.any();
-  const bool guard = d.guard();
+                                                            const discarded_bits& discarded,
+                                                            std::uint32_t random_bits) {
+  const bool inexact = discarded.any();
+  const bool guard = discarded.guard();
   rounding_decision decision{false, rounding_reason::exact};
   switch (mode) {
     case rounding_mode::nearest_even:
       // guard & (after_guard | kept_odd) in one compare: above exactly half an
       // ulp once the odd bit and below_field are folded into bit 0.
-      decision.increment = (d.field | std::uint64_t{kept_odd} | std::uint64_t{d.below_field}) > (std::uint64_t{1} << 63);
+      decision.increment =
+          (discarded.field | std::uint64_t{kept_odd} | std::uint64_t{discarded.below_field}) > (std::uint64_t{1} << 63);
       decision.reason = !guard           ? rounding_reason::below_half
-                        : d.after_guard() ? rounding_reason::above_half
+                        : discarded.after_guard() ? rounding_reason::above_half
                         : kept_odd        ? rounding_reason::tie_to_even
                                           : rounding_reason::tie_stays_even;
       break;
     case rounding_mode::nearest_away:
       decision.increment = guard;
       decision.reason = !guard           ? rounding_reason::below_half
-                        : d.after_guard() ? rounding_reason::above_half
+                        : discarded.after_guard() ? rounding_reason::above_half
                                           : rounding_reason::tie_away;
       break;
     case rounding_mode::toward_zero: decision.reason = rounding_reason::toward_zero; break;
@@ -96,7 +98,8 @@ BITEXACT_INLINE constexpr rounding_decision decide_rounding(rounding_mode mode, 
       decision.reason = kept_odd ? rounding_reason::odd_already : rounding_reason::odd_bit_set;
       break;
     case rounding_mode::stochastic:
-      decision.increment = (d.top32() > random_bits) | ((d.top32() == random_bits) & d.beyond_top32());
+      decision.increment =
+          (discarded.top32() > random_bits) | ((discarded.top32() == random_bits) & discarded.beyond_top32());
       decision.reason = decision.increment ? rounding_reason::stochastic_up : rounding_reason::stochastic_down;
       break;
   }
@@ -150,9 +153,9 @@ constexpr value<F> overflow_result(bool sign, const environment& env) {
   return to_infinity ? infinity_result<F>(sign, env) : value<F>::max_finite(sign);
 }
 
-// Where a rounding happens, for the trace only: the exponent of the last kept
-// bit, whether the result is subnormal, and whether it is tiny by the
-// environment's rule.
+// Where a rounding happens: the exponent of the last kept bit and whether the
+// result is subnormal (both for the trace), and whether it is tiny by the
+// environment's tininess rule, which decides flush-to-zero and the underflow flag.
 struct rounding_place {
   int lsb_exponent = 0;
   bool subnormal = false;
@@ -190,10 +193,10 @@ BITEXACT_INLINE constexpr value<F> round_extended(bool sign, std::uint64_t exten
   const discarded_bits dropped{extended << (64 - ExtraBits), inexact_below};
   const rounding_decision decision = decide_rounding(mode, sign, kept & 1, dropped, env.random_bits);
   std::uint64_t magnitude = kept + decision.increment;
-  if constexpr (FixedMode == static_cast<int>(rounding_mode::nearest_even) && !is_observing<O>)
+  if constexpr (FixedMode == static_cast<int>(rounding_mode::nearest_even) && !listens_to<O, rounding_event>)
     magnitude = round_nearest_even<ExtraBits>(extended, std::uint64_t{inexact_below});
 
-  if constexpr (is_observing<O>) {
+  if constexpr (listens_to<O, rounding_event>) {
     constexpr std::uint64_t fraction_mask = value<F>::fraction_mask();
     const std::uint64_t significand = place.subnormal ? kept : (kept & fraction_mask) | (fraction_mask + 1);
     const bool carry_out = ((kept ^ magnitude) >> F.fraction_bits) != 0;
@@ -223,10 +226,13 @@ BITEXACT_INLINE constexpr value<F> round_extended(bool sign, std::uint64_t exten
 
 // Round (-1)^sign * significand * 2^exponent (+ a little more when
 // inexact_below) into format F: lay it out as an extended pattern and round
-// that. significand must be nonzero.
+// that. Precondition: significand != 0 (a zero has no leading bit to align;
+// every caller settles zero results before rounding). Checked in constant
+// evaluation and in builds with assertions.
 template <format F, class O = no_observer, int FixedMode = run_time_rounding>
 BITEXACT_INLINE constexpr value<F> round_pack(bool sign, int exponent, std::uint64_t significand, bool inexact_below,
                                               const environment& env, flags& raised, O&& obs = {}) {
+  BITEXACT_EXPECTS(significand != 0, "round_pack: a zero significand has no leading bit to round at");
   // The discarded bits kept in the pattern: F's magnitude pattern fits in the
   // rest of the word even with its exponent field one past all-ones, and
   // fp32 keeps the 32 that stochastic rounding reads.
@@ -238,7 +244,8 @@ BITEXACT_INLINE constexpr value<F> round_pack(bool sign, int exponent, std::uint
     // A normal result keeps the top precision bits of the significand with its
     // leading bit at bit 63. Past the largest exponent, the exponent field is
     // held at its all-ones value plus one, which still fits and still
-    // overflows.
+    // overflows. The field is written one less than the biased exponent
+    // because the leading bit, added in with the fraction, carries one into it.
     const std::uint64_t aligned = significand << leading_zeros;
     const int field_exponent = leading_exponent < F.max_exponent() + 1 ? leading_exponent : F.max_exponent() + 1;
     const std::uint64_t extended =

@@ -26,20 +26,32 @@ struct unpacked {
 
 constexpr std::uint32_t bit_mask(int count) { return count >= 32 ? 0xFFFFFFFFu : (1u << count) - 1; }
 
+// The two rules by which every decoder here reads a finite pattern (decode,
+// and the tensor-core fast path's vectorised one): the hidden bit is set
+// exactly when the exponent field is nonzero, and a subnormal (field 0) has
+// the smallest normal's exponent. The exponent is that of the leading bit
+// position of a normal significand.
+BITEXACT_INLINE constexpr std::uint32_t significand_of_field(format f, std::uint32_t biased, std::uint32_t fraction) {
+  return fraction | (std::uint32_t{biased != 0} << f.fraction_bits);
+}
+BITEXACT_INLINE constexpr int leading_exponent_of_field(format f, std::uint32_t biased) {
+  return static_cast<int>(biased | std::uint32_t{biased == 0}) - f.bias();
+}
+
 // Decode a bit pattern of a format known only at run time (traces, the
 // command line); with a constant format it folds into unpack<F>.
 BITEXACT_INLINE constexpr unpacked decode(format f, std::uint32_t bits, bool denormals_are_zero = false) {
   unpacked u;
   u.sign = (bits >> (f.width() - 1)) & 1;
-  const int biased = static_cast<int>((bits >> f.fraction_bits) & bit_mask(f.exponent_bits));
+  const std::uint32_t biased = (bits >> f.fraction_bits) & bit_mask(f.exponent_bits);
   const std::uint32_t fraction = bits & bit_mask(f.fraction_bits);
-  const bool top_exponent = biased == f.max_biased_exponent();
+  const bool top_exponent = biased == static_cast<std::uint32_t>(f.max_biased_exponent());
   const bool nan = top_exponent && (f.has_infinity() ? fraction != 0 : fraction == bit_mask(f.fraction_bits));
   // Normal values first: the common case is settled by one test of the exponent field.
   if (biased != 0 && !nan && !(top_exponent && f.has_infinity())) [[likely]] {
     u.kind = value_class::normal;
-    u.significand = fraction | (1u << f.fraction_bits);
-    u.exponent = biased - f.bias() - f.fraction_bits;
+    u.significand = significand_of_field(f, biased, fraction);
+    u.exponent = leading_exponent_of_field(f, biased) - f.fraction_bits;
   } else if (nan) {
     // A quiet NaN has the top fraction bit set; E4M3FN's one NaN counts as quiet.
     const bool quiet = !f.has_infinity() || ((fraction >> (f.fraction_bits - 1)) & 1);
@@ -53,8 +65,8 @@ BITEXACT_INLINE constexpr unpacked decode(format f, std::uint32_t bits, bool den
       u.kind = value_class::zero;
       u.flushed = true;
     } else {
-      u.significand = fraction;
-      u.exponent = f.min_exponent() - f.fraction_bits;
+      u.significand = significand_of_field(f, biased, fraction);
+      u.exponent = leading_exponent_of_field(f, biased) - f.fraction_bits;
     }
   }
   return u;

@@ -29,23 +29,38 @@
 
 namespace bitexact {
 
-// The parameters that tell one tensor-core generation from another.
+// The parameters that tell one tensor-core generation from another, and the
+// rules by which its results depart from an IEEE fused sum.
 struct fused_sum_unit {
   int products_per_step;
   int kept_fraction_bits;  // bits kept below 2^e_max after alignment
   int zero_term_exponent;  // the exponent a zero term takes part in e_max with
   rounding_mode fp32_rounding;  // of the fused sum into an fp32 accumulator
   rounding_mode fp16_rounding;  // into an fp16 accumulator
+  // Any NaN result (a NaN operand, 0 * inf, inf - inf) is the one canonical
+  // NaN, and raises invalid; otherwise the x86 default NaN.
+  bool canonical_nan = true;
+  // A zero result is +0: an exact-zero sum, even of negative zeros, and a
+  // negative sum that rounds to zero. Otherwise the rounded zero keeps its
+  // sign and an exact-zero sum is IEEE's cancellation zero (-0 only when
+  // rounding downward).
+  bool never_negative_zero = true;
+  // A sum beyond the largest finite value gives infinity whatever the output
+  // rounding (IEEE's round-toward-zero would give the largest finite value).
+  bool overflow_to_infinity = true;
 };
 
 // Hopper mma.sync m16n8k16 and wgmma k=16: all 16 products in one step,
 // rounded toward zero into fp32 but to nearest-even into fp16 (probes: 2.36M
 // outputs of four variants, 0 mismatches, docs/hardware.md). The zero-term
-// exponent -133 is pinned by probe_mma's tiny-products tiles (-132 and -134 fail).
+// exponent -133 is pinned by probe_mma's tiny-products tiles (-132 and -134
+// fail); the canonical NaN, the +0 and the overflow to infinity by its zeros,
+// tiny-products and class 10 tiles on the H200.
 inline constexpr fused_sum_unit sm90_tensor_core{16, 25, -133, rounding_mode::toward_zero,
                                                  rounding_mode::nearest_even};
 // Ampere, from Fasi et al. and MMA-Sim, not probed here (no sm_80 GPU):
-// two chained steps of 8 products, a 24-bit window.
+// two chained steps of 8 products, a 24-bit window; the special rules are
+// assumed to be Hopper's.
 inline constexpr fused_sum_unit sm80_tensor_core{8, 24, -132, rounding_mode::toward_zero,
                                                  rounding_mode::nearest_even};
 
@@ -73,45 +88,48 @@ constexpr std::int64_t truncate_to(std::uint64_t significand, int exponent, int 
   return static_cast<std::int64_t>(significand >> shift);
 }
 
-// The unit's environment for an Acc accumulator: its own rounding, canonical NaNs.
+// The unit's environment for an Acc accumulator: its own rounding and NaNs.
 template <format Acc>
 constexpr environment fused_sum_environment(const fused_sum_unit& unit) {
   environment env;
   env.rounding = Acc == fp16 ? unit.fp16_rounding : unit.fp32_rounding;
-  env.nans = nan_policy::canonical;
+  env.nans = unit.canonical_nan ? nan_policy::canonical : nan_policy::ieee_propagate;
   return env;
 }
 
 // The end of every fused step, traced or fast: the exact sum of the kept
-// terms (in units of 2^lsb_exponent) rounded once, in round_pack.
+// terms (in units of 2^lsb_exponent) rounded once, in round_pack, then the
+// unit's rules for zeros and overflow.
 template <format Acc, class O>
-BITEXACT_INLINE constexpr rounded<Acc> round_fused_sum(const environment& env, std::int64_t sum, int lsb_exponent,
-                                                       O&& obs) {
+BITEXACT_INLINE constexpr rounded<Acc> round_fused_sum(const fused_sum_unit& unit, const environment& env,
+                                                       std::int64_t sum, int lsb_exponent, O&& obs) {
   flags raised;
-  // The unit never returns -0: an exact-zero sum, even of negative zeros, and a
-  // negative sum that rounds to zero both give +0 (probe_mma, zeros and
-  // tiny-products tiles on H200).
+  const bool sign = sum < 0;
   if (sum == 0) {
     report(obs, special_event{special_reason::zero_result});
-    return {value<Acc>::zero(false), raised};
+    return {value<Acc>::zero(!unit.never_negative_zero && env.rounding == rounding_mode::downward), raised};
   }
-  const bool sign = sum < 0;
   const auto magnitude = static_cast<std::uint64_t>(sign ? -sum : sum);
   report(obs, exact_event{sign, magnitude, lsb_exponent, false, false});
-  const value<Acc> result =
-      round_pack<Acc>(sign, lsb_exponent, magnitude, false, env, raised, obs);
-  // The unit overflows to infinity even when it rounds toward zero (probe: class 10 tiles).
-  if (raised.any(flags::overflow)) return {value<Acc>::infinity(sign), raised};
-  if (result.is_zero()) return {value<Acc>::zero(false), raised};
+  const value<Acc> result = round_pack<Acc>(sign, lsb_exponent, magnitude, false, env, raised, obs);
+  if (unit.overflow_to_infinity && raised.any(flags::overflow)) return {value<Acc>::infinity(sign), raised};
+  if (unit.never_negative_zero && result.is_zero()) return {value<Acc>::zero(false), raised};
   return {result, raised};
 }
 
 }  // namespace detail
 
+// The most products one fused step takes (the terms live on the stack).
+inline constexpr std::size_t max_products_per_step = 64;
+
 // One fused step: sum over k of a[k] * b[k], plus c, rounded once to Acc.
+// a and b have one length, at most max_products_per_step; else std::invalid_argument.
 template <format Acc, format In, class O = no_observer>
 constexpr rounded<Acc> fused_multiply_add_step(const fused_sum_unit& unit, std::span<const value<In>> a,
                                                std::span<const value<In>> b, value<Acc> c, O&& obs = {}) {
+  // Before any element is read: a shorter b would be read past its end.
+  if (a.size() != b.size() || a.size() > max_products_per_step)
+    throw std::invalid_argument("fused_multiply_add_step: a and b must have the same length, at most 64 products");
   flags raised;
 
   // Special values decide the result before any alignment.
@@ -125,7 +143,7 @@ constexpr rounded<Acc> fused_multiply_add_step(const fused_sum_unit& unit, std::
   }
   if (any_nan || (positive_infinity && negative_infinity)) {
     report(obs, special_event{special_reason::invalid_operation});
-    return {value<Acc>::canonical_nan(), flags{flags::invalid}};
+    return {unit.canonical_nan ? value<Acc>::canonical_nan() : value<Acc>::default_nan(true), flags{flags::invalid}};
   }
   if (positive_infinity || negative_infinity) {
     report(obs, special_event{special_reason::infinity_operand});
@@ -138,9 +156,7 @@ constexpr rounded<Acc> fused_multiply_add_step(const fused_sum_unit& unit, std::
     int exponent;
     int nominal;
   };
-  if (a.size() != b.size() || a.size() > 64)
-    throw std::invalid_argument("fused_multiply_add_step: a and b must have the same length, at most 64 products");
-  term terms[64 + 1];
+  term terms[max_products_per_step + 1];
   const std::size_t count = a.size();
   int max_exponent = unit.zero_term_exponent;
   for (std::size_t k = 0; k < count; ++k) {
@@ -162,14 +178,11 @@ constexpr rounded<Acc> fused_multiply_add_step(const fused_sum_unit& unit, std::
     bool truncated = false;
     const std::int64_t kept = detail::truncate_to(terms[k].significand, terms[k].exponent, lsb_exponent, truncated);
     sum += terms[k].sign ? -kept : kept;
-    // Built only for an observer that listens to terms: a plain trace of the core events skips them.
-    if constexpr (requires { obs.on(fused_term_event{}); }) {
-      obs.on(fused_term_event{k == count ? -1 : static_cast<int>(k), terms[k].sign, terms[k].significand,
-                              terms[k].exponent, terms[k].nominal, terms[k].sign ? -kept : kept, truncated});
-    }
+    report(obs, fused_term_event{k == count ? -1 : static_cast<int>(k), terms[k].sign, terms[k].significand,
+                                 terms[k].exponent, terms[k].nominal, terms[k].sign ? -kept : kept, truncated});
   }
   report(obs, fused_sum_event{max_exponent, lsb_exponent, sum});
-  return detail::round_fused_sum<Acc>(detail::fused_sum_environment<Acc>(unit), sum, lsb_exponent, obs);
+  return detail::round_fused_sum<Acc>(unit, detail::fused_sum_environment<Acc>(unit), sum, lsb_exponent, obs);
 }
 
 // A dot product of any length as the unit runs it: steps of
@@ -177,6 +190,8 @@ constexpr rounded<Acc> fused_multiply_add_step(const fused_sum_unit& unit, std::
 template <format Acc, format In, class O = no_observer>
 constexpr rounded<Acc> fused_dot(const fused_sum_unit& unit, std::span<const value<In>> a,
                                  std::span<const value<In>> b, value<Acc> c, O&& obs = {}) {
+  // Before any subspan of b is taken: one past its end is undefined.
+  if (a.size() != b.size()) throw std::invalid_argument("fused_dot: a and b must have the same length");
   rounded<Acc> accumulator{c, {}};
   const auto step = static_cast<std::size_t>(unit.products_per_step);
   for (std::size_t k = 0; k < a.size(); k += step) {
@@ -250,13 +265,13 @@ BITEXACT_INLINE bool decode_fast(const value<F>* xs, float* signed_significand, 
   for (std::size_t i = 0; i < N; ++i) {
     const std::uint32_t bits = xs[i].bits;
     const std::uint32_t biased = (bits >> F.fraction_bits) & top_exponent;
-    const std::uint32_t significand = (bits & value<F>::fraction_mask()) | (std::uint32_t{biased != 0} << F.fraction_bits);
+    const std::uint32_t significand = significand_of_field(F, biased, bits & value<F>::fraction_mask());
     const std::uint32_t sign = (bits >> (F.width() - 1)) & 1;
     signed_significand[i] =
         std::bit_cast<float>(std::bit_cast<std::uint32_t>(static_cast<float>(static_cast<int>(significand))) | (sign << 31));
-    // A subnormal competes as if its exponent field were 1; a zero not at all.
+    // A zero does not compete for e_max at all.
     nominal_exponent[i] = static_cast<std::int16_t>(
-        significand == 0 ? fast_zero_nominal : static_cast<int>(biased | std::uint32_t{biased == 0}) - F.bias());
+        significand == 0 ? fast_zero_nominal : leading_exponent_of_field(F, biased));
     special |= std::uint32_t{biased == top_exponent};
   }
   return special != 0;
@@ -272,6 +287,12 @@ inline constexpr bool fast_path_formats =
 #endif
     In.has_infinity() && Acc.has_infinity() && In.precision() <= 12 && Acc.precision() <= 24;
 
+// The unit's parameters the float arithmetic holds for: a window of at most
+// 25 bits holds every truncated term exactly in a float, and no term gains
+// bits below its last one (headrooms of zero or more). A product with a zero
+// factor has a nominal exponent at most fast_zero_nominal + 2 * 127, so a
+// zero_term_exponent above fast_zero_nominal / 2 keeps such products out of
+// e_max, as the generic step keeps them out with the zero-term exponent.
 template <format Acc, format In>
 constexpr bool fast_path_applies(const fused_sum_unit& unit) {
   return fast_path_formats<Acc, In> && unit.kept_fraction_bits <= 25 && unit.kept_fraction_bits >= 2 * In.fraction_bits &&
@@ -341,13 +362,13 @@ BITEXACT_INLINE void fast_step_sums(int count, const fast_step_operands& x, cons
 }
 
 // mma_m16n8k16 without an observer, with the unit's rounding mode fixed at
-// compile time (FixedMode >= 0) so that round_pack's mode switch folds away.
+// compile time (FixedMode, see with_fixed_rounding) so that round_pack's mode switch folds away.
 template <format Acc, format In, int FixedMode>
 bool mma_m16n8k16_fast_kernel(const fused_sum_unit& unit, std::span<const value<In>, 256> a,
                               std::span<const value<In>, 128> b, std::span<const value<Acc>, 128> c,
                               std::span<value<Acc>, 128> d) {
   environment env = fused_sum_environment<Acc>(unit);
-  if constexpr (FixedMode >= 0) env.rounding = static_cast<rounding_mode>(FixedMode);
+  if constexpr (FixedMode != run_time_rounding) env.rounding = static_cast<rounding_mode>(FixedMode);
   // A row-major as given; B transposed to [k][n], so that a row of D reads eight neighbours.
   float a_significand[16][16], b_by_column[128];
   std::int16_t a_nominal[16][16], b_nominal_by_column[128];
@@ -395,7 +416,7 @@ bool mma_m16n8k16_fast_kernel(const fused_sum_unit& unit, std::span<const value<
 
       for (int n = 0; n < 8; ++n)
         accumulator[n] = sum[n] == 0 ? generic_step(n)
-                                     : round_fused_sum<Acc>(env, sum[n], max_exponent[n] - unit.kept_fraction_bits,
+                                     : round_fused_sum<Acc>(unit, env, sum[n], max_exponent[n] - unit.kept_fraction_bits,
                                                             no_observer{})
                                            .result;
     }
@@ -410,13 +431,9 @@ template <format Acc, format In>
 bool mma_m16n8k16_fast(const fused_sum_unit& unit, std::span<const value<In>, 256> a,
                        std::span<const value<In>, 128> b, std::span<const value<Acc>, 128> c,
                        std::span<value<Acc>, 128> d) {
-  switch (fused_sum_environment<Acc>(unit).rounding) {
-    case rounding_mode::toward_zero:
-      return mma_m16n8k16_fast_kernel<Acc, In, static_cast<int>(rounding_mode::toward_zero)>(unit, a, b, c, d);
-    case rounding_mode::nearest_even:
-      return mma_m16n8k16_fast_kernel<Acc, In, static_cast<int>(rounding_mode::nearest_even)>(unit, a, b, c, d);
-    default: return mma_m16n8k16_fast_kernel<Acc, In, -1>(unit, a, b, c, d);
-  }
+  return with_fixed_rounding(fused_sum_environment<Acc>(unit), [&](auto mode) {
+    return mma_m16n8k16_fast_kernel<Acc, In, mode()>(unit, a, b, c, d);
+  });
 }
 
 }  // namespace detail

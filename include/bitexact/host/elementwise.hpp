@@ -76,13 +76,15 @@ inline constexpr bool lanes_take = widens_to_fp32<A> && widens_to_fp32<B> && wid
 using u64x2 = std::uint64_t __attribute__((vector_size(16)));
 using u32x4 = std::uint32_t __attribute__((vector_size(16)));
 
-// Four operands of F as fp32 bit patterns.
+// Four operands of F as fp32 bit patterns, by exact_double's fp32_pattern.
 template <format F>
 BITEXACT_INLINE __m128i load_as_fp32(const value<F>* x) {
+  __m128i patterns;
   if constexpr (sizeof(value<F>) == 4)
-    return _mm_slli_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)), 23 - F.fraction_bits);
-  else  // bf16: the pattern is fp32's upper half
-    return _mm_unpacklo_epi16(_mm_setzero_si128(), _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x)));
+    patterns = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+  else  // 16-bit patterns, zero-extended into 32-bit lanes
+    patterns = _mm_unpacklo_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x)), _mm_setzero_si128());
+  return reinterpret_cast<__m128i>(fp32_pattern<F>(reinterpret_cast<u32x4>(patterns)));
 }
 
 template <format F>
@@ -119,11 +121,12 @@ BITEXACT_INLINE bool exact_in_doubles(__m128i x, __m128i y) {
   if constexpr (Op == operation::mul) {
     refused = _mm_or_si128(outside(x_field, unit, max_field), outside(y_field, unit, max_field));
   } else {
-    // x at least far_apart binades inside the normal range and y within
-    // far_apart of it: both are then normal.
-    constexpr std::int32_t far_apart =
-        double_fraction_bits - (A.fraction_bits > B.fraction_bits ? A.fraction_bits : B.fraction_bits);
-    refused = _mm_or_si128(outside(x_field, (1 + far_apart) * unit, max_field - far_apart * unit),
+    // The window of the operand with more fraction bits (both have fp32's
+    // exponent range), on fp32 exponent fields.
+    using window = exact_sum_window<(A.fraction_bits > B.fraction_bits ? A : B)>;
+    constexpr std::int32_t far_apart = window::far_apart;
+    refused = _mm_or_si128(outside(x_field, (window::lowest_exponent + fp32.bias()) * unit,
+                                   (window::highest_exponent + fp32.bias()) * unit),
                            outside(_mm_sub_epi32(x_field, y_field), -far_apart * unit, far_apart * unit));
   }
   return _mm_movemask_epi8(refused) == 0;

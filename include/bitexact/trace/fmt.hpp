@@ -5,8 +5,9 @@
 //   fmt::format("{}", flags{flags::inexact | flags::underflow}) -> "underflow|inexact"
 //   fmt::format("{}", rounding_mode::to_odd)     -> "to_odd"
 //   fmt::format("{}", bf16)                      -> "bf16" (custom formats: "e5m3", "e4m3fn")
-//   fmt::format("{}", record)                    -> the trace as text (render.hpp)
 //
+// Light: values and names only (names.hpp, no Boost). A trace record prints
+// with the same "{}" once render.hpp, which formats it, is included.
 // Every formatter accepts the string format specification (width, fill,
 // alignment): fmt::format("{:>30}", x).
 #pragma once
@@ -19,8 +20,7 @@
 #include "../core/environment.hpp"
 #include "../core/format.hpp"
 #include "../core/operations.hpp"
-#include "render.hpp"
-#include "trace.hpp"
+#include "names.hpp"
 
 
 template <bitexact::format F>
@@ -78,13 +78,5 @@ struct fmt::formatter<bitexact::operation> : fmt::formatter<std::string_view> {
   template <class FormatContext>
   auto format(bitexact::operation op, FormatContext& ctx) const {
     return fmt::formatter<std::string_view>::format(bitexact::name_of(op), ctx);
-  }
-};
-
-template <>
-struct fmt::formatter<bitexact::trace> : fmt::formatter<std::string_view> {
-  template <class FormatContext>
-  auto format(const bitexact::trace& t, FormatContext& ctx) const {
-    return fmt::formatter<std::string_view>::format(bitexact::render(t, bitexact::output_style::text), ctx);
   }
 };

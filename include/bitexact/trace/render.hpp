@@ -34,28 +34,6 @@ constexpr std::optional<output_style> output_style_from_name(std::string_view na
   return std::nullopt;
 }
 
-inline std::string format_name(format f) {
-  const std::string_view known = name_of(f);
-  if (known != "custom") return std::string(known);
-  return fmt::format("e{}m{}{}", f.exponent_bits, f.fraction_bits, f.has_infinity() ? "" : "fn");
-}
-
-// "bf16:0xC097 (-4.71875)": the bits are the identity, the decimal is a reading aid
-// (the shortest decimal that a double holding the value prints as; exact for these formats).
-inline std::string describe_value(format f, std::uint32_t bits) {
-  return fmt::format("{}:0x{:0{}X} ({})", format_name(f), bits, (f.width() + 3) / 4, to_double(f, bits));
-}
-
-inline std::string describe_flags(flags raised) {
-  std::string out;
-  for (const auto flag : all_flags)
-    if (raised.any(flag)) {
-      if (!out.empty()) out += '|';
-      out += flag_name(flag);
-    }
-  return out.empty() ? std::string("none") : out;
-}
-
 
 namespace render_detail {
 
@@ -648,3 +626,12 @@ inline std::string render(const trace& t, output_style style = output_style::tex
 }
 
 }  // namespace bitexact
+
+// fmt::format("{}", record): the trace as text.
+template <>
+struct fmt::formatter<bitexact::trace> : fmt::formatter<std::string_view> {
+  template <class FormatContext>
+  auto format(const bitexact::trace& t, FormatContext& ctx) const {
+    return fmt::formatter<std::string_view>::format(bitexact::render(t, bitexact::output_style::text), ctx);
+  }
+};

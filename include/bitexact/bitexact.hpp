@@ -1,9 +1,20 @@
-// The whole core: formats, the environment, the exact operations (one at a
-// time and over whole buffers) and the one rounding step.
+// The one include a user needs: every layer of the library (core, host,
+// trace, hardware, testing's check). For the arithmetic alone, without Boost
+// and fmt, include core/operations.hpp (and host/elementwise.hpp). The
+// doctest glue, testing/doctest.hpp, needs doctest and is included by itself.
 #pragma once
 
-#include "host/elementwise.hpp"
 #include "core/environment.hpp"
 #include "core/format.hpp"
 #include "core/operations.hpp"
 #include "core/round.hpp"
+#include "hardware/alu.hpp"
+#include "hardware/mma.hpp"
+#include "hardware/mufu.hpp"
+#include "host/elementwise.hpp"
+#include "testing/check.hpp"
+#include "trace/fmt.hpp"
+#include "trace/names.hpp"
+#include "trace/parse.hpp"
+#include "trace/render.hpp"
+#include "trace/trace.hpp"

@@ -38,13 +38,19 @@ struct split_significand {
 };
 
 // Keep significand >> shift; describe the shift-out. inexact_below says the
-// exact value has more nonzero bits below significand's bit 0.
+// exact value has more nonzero bits below significand's bit 0. Any shift of
+// 64 or more keeps nothing and describes every bit as discarded. Precondition:
+// a negative shift (a left shift: the last kept bit lies below bit 0) moves
+// no set bit past bit 63.
 BITEXACT_INLINE constexpr split_significand split_at(std::uint64_t significand, int shift, bool inexact_below) {
   // Every operation keeps some bits of its significand: one 64-bit shift each
   // way, for 0 < shift < 64 (one unsigned compare).
   if (static_cast<unsigned>(shift) - 1 < 63) [[likely]]
     return {significand >> shift, {significand << (64 - shift), inexact_below}};
-  if (shift <= 0) return {significand << -shift, {0, inexact_below}};
+  if (shift <= 0) {
+    BITEXACT_EXPECTS(-shift < 64 && (significand >> (63 + shift)) >> 1 == 0, "split_at: a left shift loses set bits");
+    return {significand << -shift, {0, inexact_below}};
+  }
   // Nothing is kept: the 64 bits below the last kept bit are significand >> field_shift.
   const int field_shift = shift - 64;
   if (field_shift >= 64) return {0, {0, significand != 0 || inexact_below}};

@@ -73,13 +73,19 @@ constexpr int nominal_exponent(const unpacked& u) {
   return u.exponent + F.fraction_bits;
 }
 
-// |significand| * 2^exponent cut toward zero to a multiple of 2^lsb_exponent.
+// |significand| * 2^exponent cut toward zero to a multiple of 2^lsb_exponent,
+// as a count of that unit; truncated says whether set bits were cut. Any term
+// far below the unit gives 0. Precondition: a term above the unit (exponent >
+// lsb_exponent) stays below 2^63 units, so that the count fits an int64.
 constexpr std::int64_t truncate_to(std::uint64_t significand, int exponent, int lsb_exponent, bool& truncated) {
   truncated = false;
   // A zero term's exponent means nothing, and may lie far above the window.
   if (significand == 0) return 0;
   const int shift = lsb_exponent - exponent;
-  if (shift <= 0) return static_cast<std::int64_t>(significand << -shift);
+  if (shift <= 0) {
+    BITEXACT_EXPECTS(-shift < 63 && (significand >> (62 + shift)) >> 1 == 0, "truncate_to: the term leaves an int64");
+    return static_cast<std::int64_t>(significand << -shift);
+  }
   if (shift >= 64) {
     truncated = true;
     return 0;

@@ -47,7 +47,8 @@ int nearest_even_disagreements(std::uint64_t seed) {
     }
     for (const bool below : {false, true}) {
       const discarded_bits dropped{extended << (64 - ExtraBits), below};
-      const auto decision = decide_rounding(rounding_mode::nearest_even, false, (extended >> ExtraBits) & 1, dropped, 0);
+      const auto decision =
+          decide_rounding(rounding_mode::nearest_even, false, (extended >> ExtraBits) & 1, dropped, 0);
       const Word rounded = round_nearest_even<ExtraBits>(static_cast<Word>(extended), Word{below});
       disagreements += rounded != (extended >> ExtraBits) + decision.increment;
     }

@@ -84,9 +84,9 @@ struct mma_tiles {
   std::uint32_t variant, m, n, k, acc_bytes;  // variant: 0 bf16->f32, 1 f16->f32, 2 f16->f16, 3 wgmma bf16->f32
   struct tile {
     std::uint32_t tile_class, source_index;  // source_index: 0 in a raw capture
-    std::vector<std::uint16_t> a;             // [m][k]
-    std::vector<std::uint16_t> b;             // [k][n]
-    std::vector<std::uint32_t> c, d;          // [m][n], fp16 accumulators in the low half
+    std::vector<std::uint16_t> a;            // [m][k]
+    std::vector<std::uint16_t> b;            // [k][n]
+    std::vector<std::uint32_t> c, d;         // [m][n], fp16 accumulators in the low half
   };
   std::vector<tile> tiles;
 };

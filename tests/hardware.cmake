@@ -3,6 +3,7 @@ add_test(NAME hardware_models COMMAND test_hardware)
 
 # Real GPU results (tests/data, see its README) replayed through the models.
 bitexact_add_test_program(test_hardware_replay test_hardware_replay.cpp)
+target_include_directories(test_hardware_replay PRIVATE ${PROJECT_SOURCE_DIR}/tools)
 add_test(NAME hardware_replay COMMAND test_hardware_replay)
 
 # The fast mma_m16n8k16 against the generic fused_dot, bit for bit (20000 tiles

@@ -15,13 +15,16 @@ TEST_CASE("paper 3.3.2: fp32 sum of two same-sign values rounds up to bf16 0xC09
   const auto narrowed = convert<bf16>(sum.result);
   CHECK(narrowed.result.bits == 0xC097);
   CHECK(narrowed.raised.bits == flags::inexact);
-  CHECK(to_double(narrowed.result) - to_double(sum.result) == doctest::Approx(-0.014759540557861328).epsilon(1e-15));
+  // Both are fp32 values within a factor of two of each other, so the double subtraction is exact.
+  CHECK(to_double(narrowed.result) - to_double(sum.result) == -30953.0 / 2097152.0);
 }
 
 namespace {
-// round_nearest_even against decide_rounding's nearest-even increment for one extra-bit count.
-template <int ExtraBits>
+// round_nearest_even against decide_rounding's nearest-even increment for one extra-bit count, on
+// words of the type its caller rounds in (std::uint32_t for elementwise.hpp's 32-bit lanes).
+template <int ExtraBits, class Word = std::uint64_t>
 int nearest_even_disagreements(std::uint64_t seed) {
+  static_assert(ExtraBits >= 1 && ExtraBits < 8 * sizeof(Word) - 1);
   int disagreements = 0;
   std::uint64_t state = seed;
   const auto next = [&state] {  // splitmix64
@@ -32,7 +35,8 @@ int nearest_even_disagreements(std::uint64_t seed) {
   };
   constexpr std::uint64_t low_mask = (std::uint64_t{1} << ExtraBits) - 1, guard = std::uint64_t{1} << (ExtraBits - 1);
   for (int i = 0; i < 200000; ++i) {
-    std::uint64_t extended = next() >> 1;  // below 2^63, as every extended pattern is
+    // Below 2^(bits - 1), as every extended pattern is (a magnitude, with room for the increment).
+    std::uint64_t extended = next() >> (65 - 8 * sizeof(Word));
     // Half the cases sit on the edges: a tie, just below and just above half, all ones below the guard.
     switch (i % 8) {
       case 0: extended = (extended & ~low_mask) | guard; break;
@@ -43,24 +47,40 @@ int nearest_even_disagreements(std::uint64_t seed) {
     }
     for (const bool below : {false, true}) {
       const discarded_bits dropped{extended << (64 - ExtraBits), below};
-      const auto decision = decide_rounding(rounding_mode::nearest_even, false, (extended >> ExtraBits) & 1, dropped, 0);
-      disagreements += round_nearest_even<ExtraBits>(extended, std::uint64_t{below}) != (extended >> ExtraBits) + decision.increment;
+      const auto decision =
+          decide_rounding(rounding_mode::nearest_even, false, (extended >> ExtraBits) & 1, dropped, 0);
+      const Word rounded = round_nearest_even<ExtraBits>(static_cast<Word>(extended), Word{below});
+      disagreements += rounded != (extended >> ExtraBits) + decision.increment;
     }
   }
   return disagreements;
 }
+
+// Every extra-bit count that rounds results of F: round_pack's (64 - width, a
+// constant local to it), double_as_extended's (the fast paths and
+// elementwise.hpp's 64-bit lanes), and elementwise.hpp's 32-bit lanes, where
+// a double's upper half holds 20 - fraction_bits bits below F's last bit.
+template <format F>
+void check_every_extra_bit_count_of(std::uint64_t seed) {
+  CAPTURE(name_of(F));
+  constexpr int round_pack_extra_bits = 64 - F.width();
+  CHECK(nearest_even_disagreements<round_pack_extra_bits>(seed) == 0);
+  CHECK(nearest_even_disagreements<detail::double_as_extended<F>::extra_bits>(seed + 1) == 0);
+#if BITEXACT_HOST_LANES
+  if constexpr (detail::lanes_take<F, F, F> && detail::rounds_in_upper_halves<F>) {
+    constexpr int upper_half_extra_bits = detail::double_fraction_bits - 32 - F.fraction_bits;
+    CHECK(nearest_even_disagreements<upper_half_extra_bits, std::uint32_t>(seed + 2) == 0);
+  }
+#endif
+}
 }  // namespace
 
 TEST_CASE("round_nearest_even increments exactly where decide_rounding does, for every extra-bit count in use") {
-  // round_pack keeps 64 - width: 32 (fp32), 45 (tf32), 48 (bf16, fp16), 56 (e5m2, e4m3); a double's
-  // doubled pattern has 53 - fraction bits: 30 (fp32), 43 (tf32, fp16), 46 (bf16), 50 (e4m3), 51 (e5m2).
-  CHECK(nearest_even_disagreements<30>(1) == 0);
-  CHECK(nearest_even_disagreements<32>(2) == 0);
-  CHECK(nearest_even_disagreements<43>(3) == 0);
-  CHECK(nearest_even_disagreements<45>(4) == 0);
-  CHECK(nearest_even_disagreements<46>(5) == 0);
-  CHECK(nearest_even_disagreements<48>(6) == 0);
-  CHECK(nearest_even_disagreements<50>(7) == 0);
-  CHECK(nearest_even_disagreements<51>(8) == 0);
-  CHECK(nearest_even_disagreements<56>(9) == 0);
+  // fp32 32, 30; tf32 45, 43, 10; bf16 48, 46, 13; fp16 48, 43; e5m2 56, 51; e4m3 56, 50.
+  check_every_extra_bit_count_of<fp32>(1);
+  check_every_extra_bit_count_of<tf32>(4);
+  check_every_extra_bit_count_of<bf16>(7);
+  check_every_extra_bit_count_of<fp16>(10);
+  check_every_extra_bit_count_of<e5m2>(13);
+  check_every_extra_bit_count_of<e4m3>(16);
 }

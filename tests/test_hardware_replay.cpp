@@ -12,7 +12,7 @@
 #include <map>
 #include <string>
 
-#include "capture_files.hpp"
+#include <analysis/capture_files.hpp>
 
 using namespace bitexact;
 
@@ -72,7 +72,7 @@ struct replay_count {
 // mma.sync m16n8k16 and each 16-row block of wgmma m64n8k16 are the same
 // fused step per output, so both replay through mma_m16n8k16.
 template <format Acc, format In>
-replay_count replay_tiles(const test_data::mma_tiles& file, std::map<std::uint32_t, int>& tiles_per_class) {
+replay_count replay_tiles(const capture::mma_tiles& file, std::map<std::uint32_t, int>& tiles_per_class) {
   replay_count count;
   const int digits = Acc.width() / 4;
   for (const auto& tile : file.tiles) {
@@ -114,8 +114,8 @@ replay_count replay_tiles(const test_data::mma_tiles& file, std::map<std::uint32
 
 void replay_mma_file(const std::string& name, std::uint32_t variant, std::uint32_t rows,
                      bool every_class_present = true) {
-  const test_data::file file = test_data::load(data_path(name));
-  const test_data::mma_tiles tiles = test_data::read_mma(file);
+  const capture::replay_file file = capture::read_replay_file(data_path(name));
+  const capture::mma_tiles tiles = capture::read_tiles(file);
   REQUIRE(tiles.variant == variant);
   REQUIRE(tiles.m == rows);
   std::map<std::uint32_t, int> tiles_per_class;
@@ -132,6 +132,8 @@ void replay_mma_file(const std::string& name, std::uint32_t variant, std::uint32
       CHECK(tiles_per_class[cls] > 0);
     }
   }
+  // Every output of every tile the file's header counts, and a file of no tiles fails.
+  CHECK(!tiles.tiles.empty());
   CHECK(count.compared == tiles.tiles.size() * rows * 8);
 }
 
@@ -179,14 +181,16 @@ scalar_model cvt_model(const std::string& name) {
 // Every output array of the section is an instruction with a model; an
 // instruction without one fails the test rather than being skipped.
 void replay_section_file(const std::string& name, const std::function<scalar_model(const std::string&)>& model_of) {
-  const test_data::file file = test_data::load(data_path(name));
-  const test_data::scalar_section section = test_data::read_section(file);
+  const capture::replay_file file = capture::read_replay_file(data_path(name));
+  const capture::scalar_section section = capture::read_section(file);
   const auto* a = &section.find("a");
   const auto* b = section.arrays.size() > 1 && section.arrays[1].is_input ? &section.find("b") : a;
   const auto* c = section.arrays.size() > 2 && section.arrays[2].is_input ? &section.find("c") : a;
   replay_count total;
+  std::uint64_t outputs = 0;
   for (const auto& output : section.arrays) {
     if (output.is_input) continue;
+    ++outputs;
     CAPTURE(output.name);
     scalar_model model;
     REQUIRE_NOTHROW(model = model_of(output.name));
@@ -206,7 +210,10 @@ void replay_section_file(const std::string& name, const std::function<scalar_mod
     total.mismatches += count.mismatches;
   }
   CHECK(total.mismatches == 0);
-  CHECK(total.compared > 0);
+  // Every case the section's header counts, through every output, and a section of none fails.
+  CHECK(outputs > 0);
+  CHECK(section.count > 0);
+  CHECK(total.compared == outputs * section.count);
 }
 
 }  // namespace
@@ -243,15 +250,16 @@ TEST_CASE("replay files carry their provenance and refuse a corrupted payload") 
   for (const char* name : {"mma_bf16_f32.bin", "mma_f16_f32.bin", "mma_f16_f16.bin", "wgmma_bf16_f32.bin",
                            "ops_fp32.bin", "ops_bf16.bin", "ops_cvt.bin"}) {
     CAPTURE(name);
-    const test_data::file file = test_data::load(data_path(name));
+    const capture::replay_file file = capture::read_replay_file(data_path(name));
     CHECK(file.provenance.find("GPU: ") != std::string::npos);
     CHECK(file.provenance.find("Driver: ") != std::string::npos);
     CHECK(file.provenance.find("run_capture.sh") != std::string::npos);
     // One flipped bit in the last payload byte must be caught by the checksum.
     std::vector<unsigned char> corrupted = file.bytes;
     corrupted.back() ^= 1;
-    CHECK_THROWS_WITH_AS(test_data::parse(corrupted, name), doctest::Contains("checksum mismatch"), std::runtime_error);
+    CHECK_THROWS_WITH_AS(capture::parse_replay_file(corrupted, name), doctest::Contains("checksum mismatch"),
+                         std::runtime_error);
     std::vector<unsigned char> truncated(file.bytes.begin(), file.bytes.end() - 1);
-    CHECK_THROWS_AS(test_data::parse(truncated, name), std::runtime_error);
+    CHECK_THROWS_AS(capture::parse_replay_file(truncated, name), std::runtime_error);
   }
 }

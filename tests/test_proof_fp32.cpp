@@ -29,7 +29,8 @@ TEST_SUITE("proof_fp32") {
     tally t("fp32 arithmetic, structured + random");
     generator g(0xF32);
     const std::vector<environment> envs = every_mode_and_policy();
-    for (int i = 0; i < 140000; ++i) {
+    constexpr int sets = 140000, checks_per_set = 7;
+    for (int i = 0; i < sets; ++i) {
       const std::uint32_t a = structured_operand<fp32>(g);
       const std::uint32_t b = partner_of(a, g);
       const std::uint32_t c = g.next() & 1 ? partner_of(a, g) : structured_operand<fp32>(g);
@@ -46,14 +47,15 @@ TEST_SUITE("proof_fp32") {
       t.check("fma", {a, b, w.bits}, env, oracle::fma<fp32>(x, y, w, env), as_result(bitexact::fma(x, y, w, env)));
       t.check("fma", {a, b, c}, env, oracle::fma<fp32>(x, y, z, env), as_result(bitexact::fma(x, y, z, env)));
     }
-    PROOF_REPORT(t);
+    PROOF_REPORT(t, std::uint64_t{sets} * checks_per_set);
   }
 
   TEST_CASE("fp32 to bf16, fp16, tf32, e5m2, e4m3 on structured and random values matches the oracle") {
     tally t("fp32 conversions, structured + random");
     generator g(0xC0);
     const std::vector<environment> envs = every_mode_and_policy();
-    for (int i = 0; i < 60000; ++i) {
+    constexpr int values = 60000, targets = 5;
+    for (int i = 0; i < values; ++i) {
       const std::uint32_t a = g.next() & 1 ? structured_operand<fp32>(g) : static_cast<std::uint32_t>(g.next());
       const auto x = float32::from_bits(a);
       const environment& env = envs[g.below(static_cast<std::uint32_t>(envs.size()))];
@@ -63,14 +65,15 @@ TEST_SUITE("proof_fp32") {
       t.check("to e5m2", {a}, env, oracle::convert<e5m2>(x, env), as_result(bitexact::convert<e5m2>(x, env)));
       t.check("to e4m3", {a}, env, oracle::convert<e4m3>(x, env), as_result(bitexact::convert<e4m3>(x, env)));
     }
-    PROOF_REPORT(t);
+    PROOF_REPORT(t, std::uint64_t{values} * targets);
   }
 
   TEST_CASE("mixed formats: an fp32 accumulator plus a bf16 operand, and fp32 fma of bf16 products") {
     tally t("mixed fp32 + bf16");
     generator g(0x3F);
     const std::vector<environment> envs = every_mode();
-    for (int i = 0; i < 40000; ++i) {
+    constexpr int draws = 40000, checks_per_draw = 3;
+    for (int i = 0; i < draws; ++i) {
       const auto acc = float32::from_bits(structured_operand<fp32>(g));
       const auto x = bfloat16::from_bits(structured_operand<bf16>(g)), y = bfloat16::from_bits(structured_operand<bf16>(g));
       const environment& env = envs[g.below(static_cast<std::uint32_t>(envs.size()))];
@@ -81,6 +84,6 @@ TEST_SUITE("proof_fp32") {
       t.check("add<bf16>(fp32, fp32)", {acc.bits, acc.bits}, env, oracle::add<bf16>(acc, acc, env),
               as_result(bitexact::add<bf16>(acc, acc, env)));
     }
-    PROOF_REPORT(t);
+    PROOF_REPORT(t, std::uint64_t{draws} * checks_per_draw);
   }
 }

@@ -17,31 +17,39 @@ constexpr format fp8_format = Index::value == 0 ? e4m3 : e5m2;
 TEST_SUITE("proof_fp8") {
   TEST_CASE_TEMPLATE("every fp8 pair in every rounding mode matches the oracle for add, sub, mul, div", I,
                      format_index<0>, format_index<1>) {
+    constexpr format F = fp8_format<I>;
+    const std::vector<environment> envs = every_mode();
     for (op o : {op::add, op::sub, op::mul, op::div}) {
-      const tally t = every_pair<fp8_format<I>>(o, every_mode());
-      PROOF_REPORT(t);
+      const tally t = every_pair<F>(o, envs);
+      PROOF_REPORT(t, envs.size() * value_count<F> * value_count<F>);
     }
   }
 
   TEST_CASE_TEMPLATE("every fp8 pair under tininess, FTZ, DAZ and NaN-policy variants matches the oracle", I,
                      format_index<0>, format_index<1>) {
+    constexpr format F = fp8_format<I>;
+    const std::vector<environment> envs = policy_variants();
     for (op o : {op::add, op::mul, op::div}) {
-      const tally t = every_pair<fp8_format<I>>(o, policy_variants());
-      PROOF_REPORT(t);
+      const tally t = every_pair<F>(o, envs);
+      PROOF_REPORT(t, envs.size() * value_count<F> * value_count<F>);
     }
   }
 
   TEST_CASE_TEMPLATE("every fp8 value: sqrt and conversion to every format match the oracle", I, format_index<0>,
                      format_index<1>) {
-    const tally s = sqrt_every_value<fp8_format<I>>(every_mode_and_policy());
-    PROOF_REPORT(s);
-    const tally c = convert_every_value_to_every_format<fp8_format<I>>(every_mode_and_policy());
-    PROOF_REPORT(c);
+    constexpr format F = fp8_format<I>;
+    const std::vector<environment> envs = every_mode_and_policy();
+    const tally s = sqrt_every_value<F>(envs);
+    PROOF_REPORT(s, envs.size() * value_count<F>);
+    const tally c = convert_every_value_to_every_format<F>(envs);
+    PROOF_REPORT(c, 6 * envs.size() * value_count<F>);  // six target formats
   }
 
   TEST_CASE_TEMPLATE("fp8 fma on a structured sample of triples matches the oracle", I, format_index<0>,
                      format_index<1>) {
-    const tally t = fma_sample<fp8_format<I>>(40000, every_mode(), 0xF8A + I::value);
-    PROOF_REPORT(t);
+    constexpr std::uint64_t triples = 40000;
+    const std::vector<environment> envs = every_mode();
+    const tally t = fma_sample<fp8_format<I>>(triples, envs, 0xF8A + I::value);
+    PROOF_REPORT(t, triples * envs.size());
   }
 }

@@ -105,7 +105,7 @@ void write_table_file(const std::string& path, const std::vector<table_source>& 
   out.save(path);
 }
 
-const capture::Table& checked(const std::vector<capture::Table>& tables, std::size_t i, const std::string& file) {
+const capture::table& checked(const std::vector<capture::table>& tables, std::size_t i, const std::string& file) {
   if (tables.size() <= i || !tables[i].checksum_ok || tables[i].values.size() != (1u << 23)) {
     std::fprintf(stderr, "%s: table %zu missing, not 2^23 entries, or failing its capture checksum\n", file.c_str(), i);
     std::exit(1);
@@ -118,7 +118,7 @@ int make_tables(const std::string& captures, const std::string& data) {
   const auto a = capture::read_tables(a_path), b = capture::read_tables(b_path);
   // sfu_tables_a: [0] ex2.ftz(-1 - k*2^-23) = G(k)/2, [1] ex2.ftz(k*2^-23) = P(k);
   // sfu_tables_b: [0] ex2.ftz(1 + k*2^-23), [1] rcp.ftz(1 + k*2^-23) = R(k).
-  const capture::Table &half_g = checked(a, 0, a_path), &p = checked(a, 1, a_path), &r = checked(b, 1, b_path);
+  const capture::table &half_g = checked(a, 0, a_path), &p = checked(a, 1, a_path), &r = checked(b, 1, b_path);
   table_source g{"ex2.negative", "G(k) = 2 * ex2.approx.ftz.f32(-1 - k*2^-23)", half_g.values};
   for (std::uint32_t& value : g.values) value += 1u << 23;  // doubling: every G/2 entry is a normal in [0.5, 1)
   const table_source positive{"ex2.positive", "P(k) = ex2.approx.ftz.f32(k*2^-23)", p.values};
@@ -148,14 +148,14 @@ std::uint32_t zigzag(std::uint32_t difference) {
 // with its four GPU outputs, sorted by input and delta-coded (layout in
 // docs/mufu.md) so that all of them fit in well under 1 MB.
 int make_samples(const std::string& ops_path, const std::string& out_path) {
-  const capture::Ops ops = capture::read_ops(ops_path);
-  const capture::Section& section = ops.section("mufu");
+  const capture::ops_capture ops = capture::read_ops(ops_path);
+  const capture::scalar_section& section = ops.section("mufu");
   const char* const outputs[4] = {"ex2.approx.ftz.f32", "ex2.approx.f32", "rcp.approx.ftz.f32", "rcp.approx.f32"};
   std::map<std::uint32_t, std::array<std::uint32_t, 4>> by_input;
   for (std::uint32_t i = 0; i < section.count; ++i) {
     std::array<std::uint32_t, 4> results;
-    for (int o = 0; o < 4; ++o) results[o] = section.array(outputs[o]).at(i);
-    const std::uint32_t x = section.array("x").at(i);
+    for (int o = 0; o < 4; ++o) results[o] = section.find(outputs[o]).values[i];
+    const std::uint32_t x = section.find("x").values[i];
     if (auto [at, fresh] = by_input.emplace(x, results); !fresh && at->second != results) {
       std::fprintf(stderr, "input %08x gave two different outputs: the capture is not deterministic\n", x);
       return 1;
@@ -189,7 +189,7 @@ int make_samples(const std::string& ops_path, const std::string& out_path) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   const std::string mode = argc == 4 ? argv[1] : "";
   if (mode == "tables") return make_tables(argv[2], argv[3]);
   if (mode == "samples") return make_samples(argv[2], argv[3]);
@@ -197,4 +197,7 @@ int main(int argc, char** argv) {
                "usage: make_mufu_tables tables <captures-dir> <data-dir>\n"
                "       make_mufu_tables samples <ops.bin> <samples-file>\n");
   return 2;
+} catch (const std::exception& error) {  // a capture file missing, truncated or of the wrong kind
+  std::fprintf(stderr, "make_mufu_tables: %s\n", error.what());
+  return 1;
 }

@@ -1,5 +1,5 @@
 // Cuts the full GPU captures (.captures/, written by cuda/capture) down to the
-// small checksummed replay files in tests/data (layout: tests/capture_files.hpp).
+// small checksummed replay files in tests/data (layout: tools/analysis/capture_files.hpp).
 //
 //   g++ -O2 -std=c++20 -Iinclude -o /tmp/make_test_data tools/make_test_data.cpp
 //   /tmp/make_test_data .captures tests/data [--tiles N] [--wgmma-tiles N] [--fp32 N] [--bf16 N] [--cvt N] [--all]
@@ -26,7 +26,6 @@
 #include <string>
 #include <vector>
 
-#include "../tests/capture_files.hpp"
 #include "analysis/capture_files.hpp"
 
 using namespace bitexact;
@@ -86,14 +85,14 @@ struct payload_writer {
   }
 };
 
-void write_file(const std::string& path, test_data::kind kind, const std::string& provenance,
+void write_file(const std::string& path, capture::replay_kind kind, const std::string& provenance,
                 const std::vector<unsigned char>& payload) {
   payload_writer file;
-  file.raw(test_data::magic, 8);
+  file.raw(capture::replay_magic, 8);
   file.u32(static_cast<std::uint32_t>(kind));
   file.u32(static_cast<std::uint32_t>(provenance.size()));
   file.u64(payload.size());
-  file.u64(test_data::fnv1a64(payload.data(), payload.size()));
+  file.u64(fnv1a64(payload.data(), payload.size()));
   file.raw(provenance.data(), provenance.size());
   file.raw(payload.data(), payload.size());
   std::ofstream out(path, std::ios::binary);
@@ -103,31 +102,32 @@ void write_file(const std::string& path, test_data::kind kind, const std::string
     std::exit(1);
   }
   std::printf("%-28s %9zu bytes  fnv1a64 %016llx\n", path.c_str(), file.bytes.size(),
-              static_cast<unsigned long long>(test_data::fnv1a64(payload.data(), payload.size())));
+              static_cast<unsigned long long>(fnv1a64(payload.data(), payload.size())));
 }
 
 // ---- tensor-core tiles ----
 
+// Output (i, j) of an m16n8k16 row block: A is [m][16], B [16][8], C [m][8].
 template <format Acc, format In>
-std::uint32_t model_output(const fused_sum_unit& unit, const capture::MmaCapture& m, std::size_t t, int i, int j) {
+std::uint32_t model_output(const fused_sum_unit& unit, const capture::mma_tiles::tile& tile, int i, int j) {
   value<In> a[16], b[16];
   for (int k = 0; k < 16; ++k) {
-    a[k] = value<In>::from_bits(m.a(t, i, k));
-    b[k] = value<In>::from_bits(m.b(t, k, j));
+    a[k] = value<In>::from_bits(tile.a[i * 16 + k]);
+    b[k] = value<In>::from_bits(tile.b[k * 8 + j]);
   }
-  return fused_dot<Acc, In>(unit, a, b, value<Acc>::from_bits(m.c(t, i, j))).result.bits;
+  return fused_dot<Acc, In>(unit, a, b, value<Acc>::from_bits(tile.c[i * 8 + j])).result.bits;
 }
 
-std::uint32_t model_output(const fused_sum_unit& unit, const capture::MmaCapture& m, std::size_t t, int i, int j) {
+std::uint32_t model_output(const fused_sum_unit& unit, const capture::mma_tiles& m, std::size_t t, int i, int j) {
   switch (m.variant) {
-    case 1: return model_output<fp32, fp16>(unit, m, t, i, j);
-    case 2: return model_output<fp16, fp16>(unit, m, t, i, j);
-    default: return model_output<fp32, bf16>(unit, m, t, i, j);
+    case 1: return model_output<fp32, fp16>(unit, m.tiles[t], i, j);
+    case 2: return model_output<fp16, fp16>(unit, m.tiles[t], i, j);
+    default: return model_output<fp32, bf16>(unit, m.tiles[t], i, j);
   }
 }
 
 // How many outputs of tile t the neighbouring parameter sets get wrong.
-int discriminating_outputs(const capture::MmaCapture& m, std::size_t t) {
+int discriminating_outputs(const capture::mma_tiles& m, std::size_t t) {
   fused_sum_unit narrower = sm90_tensor_core, wider = sm90_tensor_core, other_rounding = sm90_tensor_core;
   narrower.kept_fraction_bits = 24;
   wider.kept_fraction_bits = 26;
@@ -138,7 +138,7 @@ int discriminating_outputs(const capture::MmaCapture& m, std::size_t t) {
   int count = 0;
   for (int i = 0; i < static_cast<int>(m.m); ++i)
     for (int j = 0; j < 8; ++j) {
-      const std::uint32_t gpu = m.d(t, i, j);
+      const std::uint32_t gpu = m.tiles[t].d[i * 8 + j];
       for (const auto* unit : {&narrower, &wider, &other_rounding, &chained})
         if (model_output(*unit, m, t, i, j) != gpu) {
           ++count;
@@ -148,15 +148,15 @@ int discriminating_outputs(const capture::MmaCapture& m, std::size_t t) {
   return count;
 }
 
-std::vector<std::size_t> select_tiles(const capture::MmaCapture& m, std::size_t wanted, bool all) {
+std::vector<std::size_t> select_tiles(const capture::mma_tiles& m, std::size_t wanted, bool all) {
   std::vector<std::size_t> chosen;
-  if (all || wanted >= m.tiles) {
-    chosen.resize(m.tiles);
+  if (all || wanted >= m.tiles.size()) {
+    chosen.resize(m.tiles.size());
     std::iota(chosen.begin(), chosen.end(), 0);
     return chosen;
   }
   std::map<std::uint32_t, std::vector<std::size_t>> by_class;
-  for (std::size_t t = 0; t < m.tiles; ++t) by_class[m.tile[t].cls].push_back(t);
+  for (std::size_t t = 0; t < m.tiles.size(); ++t) by_class[m.tiles[t].tile_class].push_back(t);
   std::size_t structured_classes = 0;
   for (auto& [cls, tiles] : by_class)
     if (cls < 100) ++structured_classes;
@@ -189,27 +189,28 @@ const char* mma_instruction(std::uint32_t variant) {
 }
 
 void subset_mma(const options& o, const std::string& name, std::size_t wanted, const std::string& environment) {
-  const capture::MmaCapture m = capture::read_mma(o.captures + "/" + name);
+  const capture::mma_tiles m = capture::read_mma(o.captures + "/" + name);
   const std::vector<std::size_t> chosen = select_tiles(m, wanted, o.all);
   payload_writer p;
   for (std::uint32_t v : {m.variant, m.m, m.n, m.k, static_cast<std::uint32_t>(chosen.size()), m.acc_bytes}) p.u32(v);
   std::map<std::uint32_t, int> per_class;
   for (std::size_t t : chosen) {
-    ++per_class[m.tile[t].cls];
-    p.u32(m.tile[t].cls);
+    const capture::mma_tiles::tile& tile = m.tiles[t];
+    ++per_class[tile.tile_class];
+    p.u32(tile.tile_class);
     p.u32(static_cast<std::uint32_t>(t));
-    p.raw(m.tile[t].a, std::size_t{m.m} * m.k * 2);
-    p.raw(m.tile[t].b, std::size_t{m.k} * m.n * 2);
-    p.raw(m.tile[t].c, std::size_t{m.m} * m.n * m.acc_bytes);
-    p.raw(m.tile[t].d, std::size_t{m.m} * m.n * m.acc_bytes);
+    for (std::uint16_t v : tile.a) p.uint_n(v, 2);
+    for (std::uint16_t v : tile.b) p.uint_n(v, 2);
+    for (std::uint32_t v : tile.c) p.uint_n(v, m.acc_bytes);
+    for (std::uint32_t v : tile.d) p.uint_n(v, m.acc_bytes);
   }
   std::ostringstream provenance;
   provenance << environment << "Instruction: " << mma_instruction(m.variant) << "\n"
              << "Capture: " << o.capture_command << ", file " << name << ", "
-             << m.tiles << " tiles\nSubset: " << o.command_line << "\nKept: " << chosen.size() << " tiles (class:count";
+             << m.tiles.size() << " tiles\nSubset: " << o.command_line << "\nKept: " << chosen.size() << " tiles (class:count";
   for (auto [cls, count] : per_class) provenance << " " << cls << ":" << count;
   provenance << ")\n";
-  write_file(o.out + "/" + name, test_data::kind::mma_tiles, provenance.str(), p.bytes);
+  write_file(o.out + "/" + name, capture::replay_kind::mma_tiles, provenance.str(), p.bytes);
 }
 
 // ---- scalar sections ----
@@ -227,33 +228,33 @@ std::vector<std::uint32_t> select_cases(std::uint32_t count, std::size_t wanted,
 }
 
 template <class Also>
-void subset_section(const options& o, const capture::Ops& ops, const std::string& section_prefix,
+void subset_section(const options& o, const capture::ops_capture& ops, const std::string& section_prefix,
                     const std::string& file_name, std::size_t wanted, const std::string& environment,
                     const std::string& extra_rule, Also also) {
-  const capture::Section& s = ops.section(section_prefix);
+  const capture::scalar_section& s = ops.section(section_prefix);
   const std::vector<std::uint32_t> chosen = select_cases(s.count, wanted, o.all, [&](std::uint32_t i) { return also(s, i); });
   payload_writer p;
   p.text(s.name, 48);
   p.u32(static_cast<std::uint32_t>(chosen.size()));
   p.u32(static_cast<std::uint32_t>(s.arrays.size()));
-  for (const capture::Array& a : s.arrays) {
+  for (const capture::scalar_section::array& a : s.arrays) {
     p.text(a.name, 40);
     p.u32(a.element_bytes);
     p.u32(a.is_input);
   }
-  for (const capture::Array& a : s.arrays)
-    for (std::uint32_t i : chosen) p.uint_n(a.at(i), a.element_bytes);
+  for (const capture::scalar_section::array& a : s.arrays)
+    for (std::uint32_t i : chosen) p.uint_n(a.values[i], a.element_bytes);
   std::ostringstream provenance;
   provenance << environment << "Section: " << s.name << "\n"
              << "Capture: " << o.capture_command << ", file ops.bin, "
              << s.count << " cases\nSubset: " << o.command_line << "\nKept: " << chosen.size()
              << " cases (every case of each kept block of 16" << extra_rule << ")\n";
-  write_file(o.out + "/" + file_name, test_data::kind::scalar_section, provenance.str(), p.bytes);
+  write_file(o.out + "/" + file_name, capture::replay_kind::scalar_section, provenance.str(), p.bytes);
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   options o;
   if (argc < 3) {
     std::fprintf(stderr,
@@ -292,27 +293,30 @@ int main(int argc, char** argv) {
   subset_mma(o, "mma_f16_f16.bin", o.tiles, environment);
   subset_mma(o, "wgmma_bf16_f32.bin", o.wgmma_tiles, environment);
 
-  const capture::Ops ops = capture::read_ops(o.captures + "/ops.bin");
+  const capture::ops_capture ops = capture::read_ops(o.captures + "/ops.bin");
   // The .ftz outputs follow their non-.ftz twins 4 arrays later (names in capture_ops.cuh).
   subset_section(o, ops, "fp32", "ops_fp32.bin", o.fp32, environment,
                  ", and every case with no subnormal input where an .ftz result differs from the same instruction without .ftz",
-                 [](const capture::Section& s, std::uint32_t i) {
+                 [](const capture::scalar_section& s, std::uint32_t i) {
                    // Subnormal inputs flush trivially; the cases that pin the
                    // tininess rule are those whose result alone is flushed.
                    for (const char* input : {"a", "b", "c"}) {
-                     const std::uint32_t bits = s.array(input).at(i);
+                     const std::uint32_t bits = s.find(input).values[i];
                      if ((bits & 0x7F800000u) == 0 && (bits & 0x007FFFFFu) != 0) return false;
                    }
-                   for (const capture::Array& a : s.arrays) {
+                   for (const capture::scalar_section::array& a : s.arrays) {
                      const auto at = a.name.find(".ftz");
                      if (at == std::string::npos) continue;
                      const std::string twin = a.name.substr(0, at) + a.name.substr(at + 4);
-                     if (a.at(i) != s.array(twin).at(i)) return true;
+                     if (a.values[i] != s.find(twin).values[i]) return true;
                    }
                    return false;
                  });
-  auto nothing_more = [](const capture::Section&, std::uint32_t) { return false; };
+  auto nothing_more = [](const capture::scalar_section&, std::uint32_t) { return false; };
   subset_section(o, ops, "bf16", "ops_bf16.bin", o.bf16, environment, "", nothing_more);
   subset_section(o, ops, "cvt", "ops_cvt.bin", o.cvt, environment, "", nothing_more);
   return 0;
+} catch (const std::exception& error) {  // a capture file missing, truncated or of the wrong kind
+  std::fprintf(stderr, "make_test_data: %s\n", error.what());
+  return 1;
 }

@@ -13,6 +13,7 @@
 
 #include <cuda_runtime.h>
 
+#include "../../include/bitexact/core/checksum.hpp"  // bitexact::fnv1a64_of_values, the tables' checksum
 #include "../probe_common.cuh"
 
 
@@ -131,16 +132,6 @@ struct Writer {
         bytes(buf.data(), width);
     }
 };
-
-inline uint64_t fnv1a64(const void* data, size_t n) {
-    const unsigned char* p = static_cast<const unsigned char*>(data);
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; ++i) {
-        h ^= p[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
 
 struct SplitMix64 {
     uint64_t state;

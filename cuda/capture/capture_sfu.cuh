@@ -158,7 +158,7 @@ static void write_table(Writer& w, const char* name, const std::vector<uint32_t>
         }
         nibbles[i / 2] |= (uint8_t)(code << ((i & 1) * 4));
     }
-    uint64_t checksum = fnv1a64(v.data(), n * 4);
+    uint64_t checksum = bitexact::fnv1a64_of_values(v.data(), n);
     w.name(name, 64);
     w.u32((uint32_t)n);
     w.u32((uint32_t)(exceptions.size() / 2));

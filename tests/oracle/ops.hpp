@@ -44,6 +44,10 @@ oracle::result oracle_binary(op o, value<A> a, value<B> b, const environment& en
   }
 }
 
+// How many values format F has: 2^width bit patterns.
+template <format F>
+inline constexpr std::uint64_t value_count = std::uint64_t{1} << F.width();
+
 // Every pair of F values (2^(2*width)) under every environment given, against the rational oracle.
 template <format F>
 tally every_pair(op o, const std::vector<environment>& envs) {
@@ -125,10 +129,16 @@ tally fma_sample(std::uint64_t triples, const std::vector<environment>& envs, st
   return t;
 }
 
-#define PROOF_REPORT(t)                                                                           \
-  do {                                                                                            \
-    MESSAGE((t).name() << ": " << (t).cases() << " cases, " << (t).mismatches() << " mismatches"); \
-    CHECK((t).mismatches() == 0);                                                                 \
+// Prints a sweep's counts and asserts them: exactly the cases its parameters
+// call for, so that a sweep which ran none (or skipped some) fails, and no mismatch.
+#define PROOF_REPORT(t, expected_cases)                                                                          \
+  do {                                                                                                            \
+    const std::uint64_t proof_expected_cases = (expected_cases);                                                  \
+    MESSAGE((t).name() << ": " << (t).cases() << " cases (expected " << proof_expected_cases << "), "             \
+                       << (t).mismatches() << " mismatches");                                                     \
+    CHECK_MESSAGE(proof_expected_cases > 0, (t).name() << ": a sweep of no cases proves nothing");                \
+    CHECK((t).cases() == proof_expected_cases);                                                                   \
+    CHECK((t).mismatches() == 0);                                                                                 \
   } while (0)
 
 }  // namespace proof

@@ -3,7 +3,9 @@
 // with IEEE reference results, and reports NaN encodings and ftz behaviour.
 // Build: g++ -O1 -frounding-math -std=c++20 -o analyze_ops analyze_ops.cpp
 // Run:   ./analyze_ops .captures/ops.bin
+#include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <map>
 #include <string>
 
@@ -12,178 +14,198 @@
 
 using namespace reference;
 
-static bool is_nan(uint32_t bits, const Format& f) { return (bits & (f.sign_bit() - 1)) > f.inf(); }
-static bool is_subnormal(uint32_t bits, const Format& f) {
-    return (bits & f.inf()) == 0 && (bits & ((1u << f.mantissa_bits) - 1)) != 0;
+namespace {
+
+bool is_nan(std::uint32_t bits, const float_format& f) { return (bits & (f.sign_bit() - 1)) > f.infinity_bits(); }
+bool is_subnormal(std::uint32_t bits, const float_format& f) {
+  return (bits & f.infinity_bits()) == 0 && (bits & ((1u << f.fraction_bits) - 1)) != 0;
 }
-static double to_double(uint32_t bits, const Format& f) {
-    if (&f == &kBf16) return (double)float_of(bits << 16);
-    if (&f == &kF32) return (double)float_of(bits);
-    return 0;
+double to_double(std::uint32_t bits, const float_format& f) {
+  if (&f == &bf16_format) return static_cast<double>(float_of(bits << 16));
+  if (&f == &fp32_format) return static_cast<double>(float_of(bits));
+  return 0;
 }
+// The NaN the references return: every NaN output counts as one (its encoding is tallied apart).
+std::uint32_t some_nan(const float_format& f) { return f.infinity_bits() | (f.sign_bit() - 1); }
+
+// When ftz flushes a tiny result: the hypotheses tried for .ftz, in the order the report lists them.
+enum class tininess_rule { after_bounded_rounding, before_rounding, after_unbounded_rounding };
+constexpr const char* tininess_labels[3] = {" [tiny = subnormal after rounding]", " [tiny = |exact| < 2^-126]",
+                                            " [tiny = after rounding to 24 bits, unbounded exponent]"};
 
 // Reference for one arithmetic result. ftz: flush subnormal inputs to signed
-// zero, and flush a tiny result, tininess judged by `tiny_rule`.
-enum TinyRule { kTinyAfterBoundedRounding = 0, kTinyBeforeRounding = 1, kTinyAfterUnboundedRounding = 2 };
-static const char* kTinyNames[3] = {" [tiny = subnormal after rounding]", " [tiny = |exact| < 2^-126]",
-                                    " [tiny = after rounding to 24 bits, unbounded exponent]"};
-static uint32_t reference_op(Op op, uint32_t a, uint32_t b, uint32_t c, const Format& f, Mode mode, bool ftz,
-                             int tiny_rule) {
-    auto flush = [&](uint32_t x) { return ftz && is_subnormal(x, f) ? x & f.sign_bit() : x; };
-    a = flush(a);
-    b = flush(b);
-    c = flush(c);
-    if (is_nan(a, f) || is_nan(b, f) || (op == kFma && is_nan(c, f))) return f.inf() | (f.sign_bit() - 1);
-    Exact e = compute(op, to_double(a, f), to_double(b, f), to_double(c, f), mode);
-    if (std::isnan(e.in_mode)) return f.inf() | (f.sign_bit() - 1);
-    if (std::isinf(e.in_mode) && std::isinf(e.odd)) return e.in_mode > 0 ? f.inf() : f.inf() | f.sign_bit();
-    if (e.odd == 0) return std::signbit(e.in_mode) ? f.sign_bit() : 0;
-    uint32_t r = round_to_format(e.odd, f, mode);
-    if (ftz) {
-        bool tiny;
-        if (tiny_rule == kTinyBeforeRounding) {
-            tiny = std::fabs(e.odd) < std::ldexp(1.0, f.emin());
-        } else if (tiny_rule == kTinyAfterUnboundedRounding) {
-            // scaling by 2^64 is exact and keeps round-to-odd valid; the value is then normal
-            uint32_t wide = round_to_format(std::ldexp(e.odd, 64), f, mode);
-            tiny = ((wide >> f.mantissa_bits) & f.max_field()) < (uint32_t)(f.emin() + 64 + f.bias);
-        } else {
-            tiny = is_subnormal(r, f);
-        }
-        if (tiny) return r & f.sign_bit();
+// zero, and flush a tiny result, tininess judged by `tiny`.
+std::uint32_t reference_result(operation op, std::uint32_t a, std::uint32_t b, std::uint32_t c, const float_format& f,
+                               rounding mode, bool ftz, tininess_rule tiny) {
+  const auto flush = [&](std::uint32_t x) { return ftz && is_subnormal(x, f) ? x & f.sign_bit() : x; };
+  a = flush(a);
+  b = flush(b);
+  c = flush(c);
+  if (is_nan(a, f) || is_nan(b, f) || (op == operation::fma && is_nan(c, f))) return some_nan(f);
+  const exact_result exact = exact_in_double(op, to_double(a, f), to_double(b, f), to_double(c, f), mode);
+  if (std::isnan(exact.in_mode)) return some_nan(f);
+  if (std::isinf(exact.in_mode) && std::isinf(exact.round_to_odd))
+    return exact.in_mode > 0 ? f.infinity_bits() : f.infinity_bits() | f.sign_bit();
+  if (exact.round_to_odd == 0) return std::signbit(exact.in_mode) ? f.sign_bit() : 0;
+  const std::uint32_t rounded = round_to_format(exact.round_to_odd, f, mode);
+  if (ftz) {
+    bool is_tiny;
+    if (tiny == tininess_rule::before_rounding) {
+      is_tiny = std::fabs(exact.round_to_odd) < std::ldexp(1.0, f.min_exponent());
+    } else if (tiny == tininess_rule::after_unbounded_rounding) {
+      // Scaling by 2^64 is exact and keeps round-to-odd valid; the value is then normal.
+      const std::uint32_t wide = round_to_format(std::ldexp(exact.round_to_odd, 64), f, mode);
+      is_tiny = ((wide >> f.fraction_bits) & f.max_exponent_field()) <
+                static_cast<std::uint32_t>(f.min_exponent() + 64 + f.bias);
+    } else {
+      is_tiny = is_subnormal(rounded, f);
     }
-    return r;
+    if (is_tiny) return rounded & f.sign_bit();
+  }
+  return rounded;
 }
 
-struct Tally {
-    long compared = 0, wrong = 0, nan_cases = 0;
-    std::map<uint32_t, long> nan_outputs;
-    int shown = 0;
+struct mismatch_tally {
+  long compared = 0, wrong = 0, nan_cases = 0;
+  std::map<std::uint32_t, long> nan_outputs;
+  int shown = 0;
 };
 
-static void compare(Tally& t, uint32_t got, uint32_t want, const Format& f, const char* what, uint32_t a, uint32_t b,
-                    uint32_t c) {
-    ++t.compared;
-    if (is_nan(want, f)) {
-        ++t.nan_cases;
-        if (is_nan(got, f)) {
-            t.nan_outputs[got]++;
-            return;
-        }
-    } else if (got == want) {
-        return;
+// Counts a GPU output against the reference; a NaN matches any NaN, whose encoding is tallied.
+void compare(mismatch_tally& tally, std::uint32_t gpu, std::uint32_t expected, const float_format& f, const char* what,
+             std::uint32_t a, std::uint32_t b, std::uint32_t c) {
+  ++tally.compared;
+  if (is_nan(expected, f)) {
+    ++tally.nan_cases;
+    if (is_nan(gpu, f)) {
+      tally.nan_outputs[gpu]++;
+      return;
     }
-    ++t.wrong;
-    if (t.shown++ < 4)
-        std::printf("      %s a=%08x b=%08x c=%08x got=%08x ref=%08x\n", what, a, b, c, got, want);
+  } else if (gpu == expected) {
+    return;
+  }
+  ++tally.wrong;
+  if (tally.shown++ < 4) std::printf("      %s a=%08x b=%08x c=%08x got=%08x ref=%08x\n", what, a, b, c, gpu, expected);
 }
-static void compare_exact(Tally& t, uint32_t got, uint32_t want, const char* what, uint32_t a, uint32_t b) {
-    ++t.compared;
-    if (got == want) return;
-    ++t.wrong;
-    if (t.shown++ < 4) std::printf("      %s a=%08x b=%08x got=%08x ref=%08x\n", what, a, b, got, want);
+void compare_exact(mismatch_tally& tally, std::uint32_t gpu, std::uint32_t expected, const char* what, std::uint32_t a,
+                   std::uint32_t b) {
+  ++tally.compared;
+  if (gpu == expected) return;
+  ++tally.wrong;
+  if (tally.shown++ < 4) std::printf("      %s a=%08x b=%08x got=%08x ref=%08x\n", what, a, b, gpu, expected);
 }
-static void report(const char* name, const Tally& t) {
-    std::printf("  %-34s mismatches %ld / %ld; NaN results %ld, encodings:", name, t.wrong, t.compared, t.nan_cases);
-    for (auto& [bits, n] : t.nan_outputs) std::printf(" %08x x%ld", bits, n);
-    std::printf("\n");
+void report(const char* name, const mismatch_tally& tally) {
+  std::printf("  %-34s mismatches %ld / %ld; NaN results %ld, encodings:", name, tally.wrong, tally.compared,
+              tally.nan_cases);
+  for (const auto& [bits, count] : tally.nan_outputs) std::printf(" %08x x%ld", bits, count);
+  std::printf("\n");
 }
 
-int main(int argc, char** argv) {
-    capture::Ops ops = capture::read_ops(argc > 1 ? argv[1] : ".captures/ops.bin");
-    {
-        const capture::Section& s = ops.section("fp32");
-        const capture::Array &a = s.array("a"), &b = s.array("b"), &c = s.array("c");
-        const char* ops_names[3] = {"add", "mul", "fma"};
-        const char* modes[4] = {"rn", "rz", "rm", "rp"};
-        std::printf("== fp32 arithmetic, %u cases each\n", s.count);
-        for (int op = 0; op < 3; ++op)
-            for (int ftz = 0; ftz < 2; ++ftz)
-                for (int mode = 0; mode < 4; ++mode) {
-                    std::string name = std::string(ops_names[op]) + "." + modes[mode] + (ftz ? ".ftz" : "") + ".f32";
-                    const capture::Array& out = s.array(name);
-                    for (int before = 0; before < (ftz ? 3 : 1); ++before) {
-                        Tally t;
-                        for (uint32_t i = 0; i < s.count; ++i)
-                            compare(t, out.at(i),
-                                    reference_op((Op)op, a.at(i), b.at(i), c.at(i), kF32, (Mode)mode, ftz, before),
-                                    kF32, name.c_str(), a.at(i), b.at(i), c.at(i));
-                        std::string label = name + (ftz ? kTinyNames[before] : "");
-                        report(label.c_str(), t);
-                    }
-                }
-    }
-    {
-        const capture::Section& s = ops.section("bf16");
-        const capture::Array &a = s.array("a"), &b = s.array("b"), &c = s.array("c");
-        std::printf("== bf16 arithmetic, %u cases each (reference: IEEE RN, subnormals kept)\n", s.count);
-        const char* names[3] = {"add.rn.bf16", "mul.rn.bf16", "fma.rn.bf16"};
-        for (int op = 0; op < 3; ++op) {
-            Tally t;
-            const capture::Array& out = s.array(names[op]);
-            for (uint32_t i = 0; i < s.count; ++i)
-                compare(t, out.at(i), reference_op((Op)op, a.at(i), b.at(i), c.at(i), kBf16, kRN, false, 0), kBf16,
-                        names[op], a.at(i), b.at(i), c.at(i));
-            report(names[op], t);
-            Tally t2;  // same with ftz, to see whether subnormal results are kept
-            for (uint32_t i = 0; i < s.count; ++i)
-                compare(t2, out.at(i), reference_op((Op)op, a.at(i), b.at(i), c.at(i), kBf16, kRN, true, 0), kBf16,
-                        names[op], a.at(i), b.at(i), c.at(i));
-            report((std::string(names[op]) + " [if it flushed]").c_str(), t2);
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const capture::ops_capture ops = capture::read_ops(argc > 1 ? argv[1] : ".captures/ops.bin");
+  {
+    const capture::scalar_section& s = ops.section("fp32");
+    const auto &a = s.find("a").values, &b = s.find("b").values, &c = s.find("c").values;
+    const char* operation_names[3] = {"add", "mul", "fma"};
+    const char* mode_names[4] = {"rn", "rz", "rm", "rp"};
+    std::printf("== fp32 arithmetic, %u cases each\n", s.count);
+    for (int op = 0; op < 3; ++op)
+      for (int ftz = 0; ftz < 2; ++ftz)
+        for (int mode = 0; mode < 4; ++mode) {
+          const std::string name =
+              std::string(operation_names[op]) + "." + mode_names[mode] + (ftz ? ".ftz" : "") + ".f32";
+          const auto& gpu = s.find(name).values;
+          for (int rule = 0; rule < (ftz ? 3 : 1); ++rule) {
+            mismatch_tally tally;
+            for (std::uint32_t i = 0; i < s.count; ++i)
+              compare(tally, gpu[i],
+                      reference_result(static_cast<operation>(op), a[i], b[i], c[i], fp32_format,
+                                       static_cast<rounding>(mode), ftz, static_cast<tininess_rule>(rule)),
+                      fp32_format, name.c_str(), a[i], b[i], c[i]);
+            const std::string label = name + (ftz ? tininess_labels[rule] : "");
+            report(label.c_str(), tally);
+          }
         }
+  }
+  {
+    const capture::scalar_section& s = ops.section("bf16");
+    const auto &a = s.find("a").values, &b = s.find("b").values, &c = s.find("c").values;
+    std::printf("== bf16 arithmetic, %u cases each (reference: IEEE RN, subnormals kept)\n", s.count);
+    const char* names[3] = {"add.rn.bf16", "mul.rn.bf16", "fma.rn.bf16"};
+    for (int op = 0; op < 3; ++op) {
+      const auto& gpu = s.find(names[op]).values;
+      for (const bool flushed : {false, true}) {  // with ftz too: are subnormal results kept?
+        mismatch_tally tally;
+        for (std::uint32_t i = 0; i < s.count; ++i)
+          compare(tally, gpu[i],
+                  reference_result(static_cast<operation>(op), a[i], b[i], c[i], bf16_format, rounding::nearest_even,
+                                   flushed, tininess_rule::after_bounded_rounding),
+                  bf16_format, names[op], a[i], b[i], c[i]);
+        report(flushed ? (std::string(names[op]) + " [if it flushed]").c_str() : names[op], tally);
+      }
     }
-    {
-        const capture::Section& s = ops.section("cvt");
-        const capture::Array &a = s.array("a"), &b = s.array("b");
-        std::printf("== conversions, %u cases\n", s.count);
-        auto convert = [](uint32_t x, const Format& f, Mode mode, bool sat) -> uint32_t {
-            if (is_nan(x, kF32)) return f.inf() | (f.sign_bit() - 1);
-            double v = (double)float_of(x);
-            if (std::isinf(v)) return (sat ? f.inf() - 1 : f.inf()) | (v < 0 ? f.sign_bit() : 0);
-            if (v == 0) return x >> 31 ? f.sign_bit() : 0;
-            return round_to_format(v, f, mode, sat);
-        };
-        Tally hi_a, hi_b, f16_hi_a;
-        const capture::Array& packed = s.array("cvt.rn.bf16x2.f32 d,a,b");
-        const capture::Array& packed16 = s.array("cvt.rn.f16x2.f32 d,a,b");
-        for (uint32_t i = 0; i < s.count; ++i) {
-            uint32_t want_a = convert(a.at(i), kBf16, kRN, false), want_b = convert(b.at(i), kBf16, kRN, false);
-            compare_exact(hi_a, packed.at(i), (want_a << 16) | want_b, "bf16x2 a-high", a.at(i), b.at(i));
-            compare_exact(hi_b, packed.at(i), (want_b << 16) | want_a, "bf16x2 b-high", a.at(i), b.at(i));
-            uint32_t wa16 = convert(a.at(i), kF16, kRN, false), wb16 = convert(b.at(i), kF16, kRN, false);
-            compare_exact(f16_hi_a, packed16.at(i), (wa16 << 16) | wb16, "f16x2 a-high", a.at(i), b.at(i));
-        }
-        // the packed compare treats the pair as one 32-bit value: count NaN halves separately
-        std::map<uint32_t, long> nan_halves;
-        for (uint32_t i = 0; i < s.count; ++i)
-            for (int h = 0; h < 2; ++h) {
-                uint32_t half = (packed.at(i) >> (16 * h)) & 0xFFFF;
-                if (is_nan(half, kBf16)) nan_halves[half]++;
-            }
-        report("cvt.rn.bf16x2.f32 (a->high half)", hi_a);
-        report("cvt.rn.bf16x2.f32 (b->high half)", hi_b);
-        report("cvt.rn.f16x2.f32 (a->high half)", f16_hi_a);
-        std::printf("    bf16x2 NaN halves:");
-        for (auto& [bits, n] : nan_halves) std::printf(" %04x x%ld", bits, n);
-        std::printf("\n");
-        struct One {
-            const char* name;
-            Mode mode;
-            bool sat, relu;
-        } singles[] = {{"cvt.rn.bf16.f32 d,a", kRN, false, false},
-                       {"cvt.rz.bf16.f32 d,a", kRZ, false, false},
-                       {"cvt.rn.satfinite.bf16.f32 d,a", kRN, true, false},
-                       {"cvt.rn.relu.bf16.f32 d,a", kRN, false, true}};
-        for (const One& one : singles) {
-            Tally t;
-            const capture::Array& out = s.array(one.name);
-            for (uint32_t i = 0; i < s.count; ++i) {
-                uint32_t want = convert(a.at(i), kBf16, one.mode, one.sat);
-                if (one.relu && !is_nan(want, kBf16) && (want & 0x8000)) want = 0;
-                compare(t, out.at(i), want, kBf16, one.name, a.at(i), 0, 0);
-            }
-            report(one.name, t);
-        }
+  }
+  {
+    const capture::scalar_section& s = ops.section("cvt");
+    const auto &a = s.find("a").values, &b = s.find("b").values;
+    std::printf("== conversions, %u cases\n", s.count);
+    const auto convert = [](std::uint32_t x, const float_format& f, rounding mode, bool saturate) {
+      if (is_nan(x, fp32_format)) return some_nan(f);
+      const double value = static_cast<double>(float_of(x));
+      if (std::isinf(value))
+        return (saturate ? f.infinity_bits() - 1 : f.infinity_bits()) | (value < 0 ? f.sign_bit() : 0);
+      if (value == 0) return x >> 31 ? f.sign_bit() : 0u;
+      return round_to_format(value, f, mode, saturate);
+    };
+    mismatch_tally a_high, b_high, fp16_a_high;
+    const auto& packed_bf16 = s.find("cvt.rn.bf16x2.f32 d,a,b").values;
+    const auto& packed_fp16 = s.find("cvt.rn.f16x2.f32 d,a,b").values;
+    for (std::uint32_t i = 0; i < s.count; ++i) {
+      const std::uint32_t a_bf16 = convert(a[i], bf16_format, rounding::nearest_even, false),
+                          b_bf16 = convert(b[i], bf16_format, rounding::nearest_even, false);
+      compare_exact(a_high, packed_bf16[i], (a_bf16 << 16) | b_bf16, "bf16x2 a-high", a[i], b[i]);
+      compare_exact(b_high, packed_bf16[i], (b_bf16 << 16) | a_bf16, "bf16x2 b-high", a[i], b[i]);
+      const std::uint32_t a_fp16 = convert(a[i], fp16_format, rounding::nearest_even, false),
+                          b_fp16 = convert(b[i], fp16_format, rounding::nearest_even, false);
+      compare_exact(fp16_a_high, packed_fp16[i], (a_fp16 << 16) | b_fp16, "f16x2 a-high", a[i], b[i]);
     }
-    return 0;
+    // The packed comparison treats the pair as one 32-bit value: NaN halves are counted apart.
+    std::map<std::uint32_t, long> nan_halves;
+    for (std::uint32_t i = 0; i < s.count; ++i)
+      for (int h = 0; h < 2; ++h) {
+        const std::uint32_t half = (packed_bf16[i] >> (16 * h)) & 0xFFFF;
+        if (is_nan(half, bf16_format)) nan_halves[half]++;
+      }
+    report("cvt.rn.bf16x2.f32 (a->high half)", a_high);
+    report("cvt.rn.bf16x2.f32 (b->high half)", b_high);
+    report("cvt.rn.f16x2.f32 (a->high half)", fp16_a_high);
+    std::printf("    bf16x2 NaN halves:");
+    for (const auto& [bits, count] : nan_halves) std::printf(" %04x x%ld", bits, count);
+    std::printf("\n");
+    struct single_conversion {
+      const char* name;
+      rounding mode;
+      bool saturate, relu;
+    };
+    const single_conversion singles[] = {{"cvt.rn.bf16.f32 d,a", rounding::nearest_even, false, false},
+                                         {"cvt.rz.bf16.f32 d,a", rounding::toward_zero, false, false},
+                                         {"cvt.rn.satfinite.bf16.f32 d,a", rounding::nearest_even, true, false},
+                                         {"cvt.rn.relu.bf16.f32 d,a", rounding::nearest_even, false, true}};
+    for (const single_conversion& conversion : singles) {
+      mismatch_tally tally;
+      const auto& gpu = s.find(conversion.name).values;
+      for (std::uint32_t i = 0; i < s.count; ++i) {
+        std::uint32_t expected = convert(a[i], bf16_format, conversion.mode, conversion.saturate);
+        if (conversion.relu && !is_nan(expected, bf16_format) && (expected & 0x8000)) expected = 0;
+        compare(tally, gpu[i], expected, bf16_format, conversion.name, a[i], 0, 0);
+      }
+      report(conversion.name, tally);
+    }
+  }
+  return 0;
+} catch (const std::exception& error) {
+  std::fprintf(stderr, "analyze_ops: %s\n", error.what());
+  return 1;
 }

@@ -1,220 +1,315 @@
-// Readers for the capture files written by cuda/capture (layouts in
-// cuda/capture/README.md), shared by the analysis programs here.
+// One reader for every GPU capture file, shared by the tests and the tools:
+// the raw captures written by cuda/capture (tables "BXTAB01", scalar sections
+// "BXOPS01", tensor-core tiles "BXMMA01"; layouts in cuda/capture/README.md)
+// and the checksummed replay files cut from them into tests/data by
+// tools/make_test_data.cpp, which carry the same tile and section bodies:
+//
+//   char magic[8] = "BXDATA1\0"
+//   u32  kind;              // 1: tensor-core tiles, 2: one section of scalar instructions
+//   u32  provenance_bytes;
+//   u64  payload_bytes;
+//   u64  payload_fnv1a64;   // FNV-1a 64 of the payload bytes
+//   char provenance[provenance_bytes];  // text: GPU, driver, CUDA, date, the commands
+//   payload:
+//     kind 1: the BXMMA01 body, with each tile's index in the full capture in place of its reserved word
+//     kind 2: one BXOPS01 section
+//
+// Everything is little-endian. Every reader throws std::runtime_error naming
+// the file and what is wrong with it, so that a test or a tool stops with the
+// reason rather than reading garbage.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "../../include/bitexact/core/checksum.hpp"
+
 namespace capture {
 
-inline std::vector<unsigned char> read_all(const std::string& path) {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) {
-        std::perror(path.c_str());
-        std::exit(1);
-    }
-    std::vector<unsigned char> data;
-    unsigned char buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.insert(data.end(), buf, buf + n);
-    std::fclose(f);
-    return data;
+inline std::vector<unsigned char> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  return std::vector<unsigned char>(std::istreambuf_iterator<char>(in), {});
 }
 
-struct Cursor {
-    const std::vector<unsigned char>& data;
-    size_t at = 0;
-    uint32_t u32() {
-        uint32_t v;
-        std::memcpy(&v, &data[at], 4);
-        at += 4;
-        return v;
-    }
-    uint64_t u64() {
-        uint64_t v;
-        std::memcpy(&v, &data[at], 8);
-        at += 8;
-        return v;
-    }
-    std::string text(size_t width) {
-        std::string s(reinterpret_cast<const char*>(&data[at]), strnlen(reinterpret_cast<const char*>(&data[at]), width));
-        at += width;
-        return s;
-    }
-    const unsigned char* take(size_t n) {
-        const unsigned char* p = &data[at];
-        at += n;
-        return p;
-    }
+inline std::uint32_t little_endian(const unsigned char* bytes, std::size_t count) {
+  std::uint32_t value = 0;
+  for (std::size_t i = 0; i < count; ++i) value |= std::uint32_t{bytes[i]} << (8 * i);
+  return value;
+}
+
+// Little-endian reads from a byte buffer, refusing to run past its end.
+class cursor {
+ public:
+  cursor(const std::vector<unsigned char>& bytes, std::size_t at, std::string path)
+      : bytes_(bytes), at_(at), path_(std::move(path)) {}
+  const unsigned char* take(std::size_t count) {
+    if (count > bytes_.size() - at_)
+      throw std::runtime_error(path_ + ": truncated (needs " + std::to_string(count) + " more bytes at offset " +
+                               std::to_string(at_) + ")");
+    const unsigned char* taken = bytes_.data() + at_;
+    at_ += count;
+    return taken;
+  }
+  std::uint32_t u32() { return little_endian(take(4), 4); }
+  std::uint64_t u64() {
+    const std::uint64_t low = u32();
+    return low | std::uint64_t{u32()} << 32;
+  }
+  // A NUL-padded text field of width bytes.
+  std::string text(std::size_t width) {
+    const char* field = reinterpret_cast<const char*>(take(width));
+    return std::string(field, strnlen(field, width));
+  }
+  void expect_magic(const char (&magic)[8], const char* what) {
+    if (std::memcmp(take(8), magic, 8) != 0) throw std::runtime_error(path_ + ": not " + what + " (no " + magic + ")");
+  }
+  std::size_t at() const { return at_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  const std::vector<unsigned char>& bytes_;
+  std::size_t at_;
+  std::string path_;
 };
 
-inline uint64_t fnv1a64(const void* p, size_t n) {
-    const unsigned char* b = static_cast<const unsigned char*>(p);
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; ++i) {
-        h ^= b[i];
-        h *= 1099511628211ull;
-    }
-    return h;
+// Tensor-core tiles, D = A * B + C.
+struct mma_tiles {
+  std::uint32_t variant, m, n, k, acc_bytes;  // variant: 0 bf16->f32, 1 f16->f32, 2 f16->f16, 3 wgmma bf16->f32
+  struct tile {
+    std::uint32_t tile_class, source_index;  // source_index: 0 in a raw capture
+    std::vector<std::uint16_t> a;            // [m][k]
+    std::vector<std::uint16_t> b;            // [k][n]
+    std::vector<std::uint32_t> c, d;         // [m][n], fp16 accumulators in the low half
+  };
+  std::vector<tile> tiles;
+};
+
+inline std::vector<std::uint32_t> read_values(cursor& in, std::size_t count, std::size_t element_bytes) {
+  const unsigned char* bytes = in.take(count * element_bytes);
+  std::vector<std::uint32_t> values(count);
+  for (std::size_t i = 0; i < count; ++i) values[i] = little_endian(bytes + i * element_bytes, element_bytes);
+  return values;
 }
 
-struct Table {
+// The BXMMA01 body: shape, then every tile.
+inline mma_tiles read_tiles(cursor& in) {
+  mma_tiles tiles{};
+  tiles.variant = in.u32();
+  tiles.m = in.u32();
+  tiles.n = in.u32();
+  tiles.k = in.u32();
+  const std::uint32_t count = in.u32();
+  tiles.acc_bytes = in.u32();
+  if (tiles.m % 16 || tiles.n != 8 || tiles.k != 16 || (tiles.acc_bytes != 2 && tiles.acc_bytes != 4))
+    throw std::runtime_error(in.path() + ": tiles of M=" + std::to_string(tiles.m) + " N=" + std::to_string(tiles.n) +
+                             " K=" + std::to_string(tiles.k) + " with " + std::to_string(tiles.acc_bytes) +
+                             "-byte accumulators; expected M a multiple of 16, N 8, K 16 and 2 or 4 bytes");
+  const auto read_u16s = [&](std::size_t size) {
+    const std::vector<std::uint32_t> wide = read_values(in, size, 2);
+    return std::vector<std::uint16_t>(wide.begin(), wide.end());
+  };
+  for (std::uint32_t i = 0; i < count; ++i) {
+    mma_tiles::tile tile;
+    tile.tile_class = in.u32();
+    tile.source_index = in.u32();
+    tile.a = read_u16s(std::size_t{tiles.m} * tiles.k);
+    tile.b = read_u16s(std::size_t{tiles.k} * tiles.n);
+    tile.c = read_values(in, std::size_t{tiles.m} * tiles.n, tiles.acc_bytes);
+    tile.d = read_values(in, std::size_t{tiles.m} * tiles.n, tiles.acc_bytes);
+    tiles.tiles.push_back(std::move(tile));
+  }
+  return tiles;
+}
+
+// One section of scalar instructions: inputs a, b, c (or x) and one output
+// array per instruction, named as PTX writes it (fma.rm.ftz.f32).
+struct scalar_section {
+  std::string name;
+  std::uint32_t count;
+  struct array {
     std::string name;
-    std::vector<uint32_t> values;
-    bool checksum_ok;
+    std::uint32_t element_bytes;
+    bool is_input;
+    std::vector<std::uint32_t> values;
+  };
+  std::vector<array> arrays;
+  const array& find(const std::string& array_name) const {
+    for (const array& a : arrays)
+      if (a.name == array_name) return a;
+    throw std::runtime_error("section " + name + " has no array " + array_name);
+  }
 };
 
-// sfu_tables_*.bin: "BXTAB01\0", u32 count, u32 0, then per table: name[64],
-// u32 n, u32 n_exceptions, u64 fnv1a64 of the raw u32 values, i32 min delta,
-// i32 max delta, n/2 bytes of nibbles (even index in the low nibble; signed
-// 4-bit delta from the previous value, 8 = take the next exception), then
-// n_exceptions pairs (u32 index, u32 value).
-inline std::vector<Table> read_tables(const std::string& path) {
-    std::vector<unsigned char> data = read_all(path);
-    Cursor c{data};
-    if (std::memcmp(c.take(8), "BXTAB01", 8) != 0) std::exit(1);
-    uint32_t count = c.u32();
-    c.u32();
-    std::vector<Table> tables;
-    for (uint32_t t = 0; t < count; ++t) {
-        Table table;
-        table.name = c.text(64);
-        uint32_t n = c.u32(), n_exceptions = c.u32();
-        uint64_t checksum = c.u64();
-        c.u32();
-        c.u32();
-        const unsigned char* nibbles = c.take(n / 2);
-        const unsigned char* exceptions = c.take((size_t)n_exceptions * 8);
-        table.values.resize(n);
-        size_t next_exception = 0;
-        uint32_t previous = 0;
-        for (uint32_t i = 0; i < n; ++i) {
-            int code = (nibbles[i / 2] >> ((i & 1) * 4)) & 0xF;
-            uint32_t v;
-            if (code == 8) {
-                std::memcpy(&v, exceptions + next_exception * 8 + 4, 4);
-                ++next_exception;
-            } else {
-                v = previous + (uint32_t)(code >= 8 ? code - 16 : code);
-            }
-            table.values[i] = previous = v;
-        }
-        table.checksum_ok = fnv1a64(table.values.data(), (size_t)n * 4) == checksum;
-        tables.push_back(std::move(table));
-    }
-    return tables;
+// The BXOPS01 section: name, count, array headers, then the arrays.
+inline scalar_section read_section(cursor& in) {
+  scalar_section section;
+  section.name = in.text(48);
+  section.count = in.u32();
+  const std::uint32_t arrays = in.u32();
+  for (std::uint32_t i = 0; i < arrays; ++i) {
+    scalar_section::array array;
+    array.name = in.text(40);
+    array.element_bytes = in.u32();
+    array.is_input = in.u32() != 0;
+    if (array.element_bytes != 2 && array.element_bytes != 4)
+      throw std::runtime_error(in.path() + ": array " + array.name + " of section " + section.name + " has " +
+                               std::to_string(array.element_bytes) + "-byte elements, not 2 or 4");
+    section.arrays.push_back(std::move(array));
+  }
+  for (scalar_section::array& array : section.arrays)
+    array.values = read_values(in, section.count, array.element_bytes);
+  return section;
 }
 
-struct Array {
-    std::string name;
-    uint32_t element_bytes, is_input;
-    const unsigned char* data;
-    uint32_t at(size_t i) const {
-        uint32_t v = 0;
-        std::memcpy(&v, data + i * element_bytes, element_bytes);
-        return v;
-    }
-};
-struct Section {
-    std::string name;
-    uint32_t count;
-    std::vector<Array> arrays;
-    const Array& array(const std::string& n) const {
-        for (const Array& a : arrays)
-            if (a.name == n) return a;
-        std::fprintf(stderr, "no array %s in section %s\n", n.c_str(), name.c_str());
-        std::exit(1);
-    }
-};
+// ---- raw captures (cuda/capture) ----
 
-// ops.bin: "BXOPS01\0", u32 sections, u32 0; per section: name[48], u32 count,
-// u32 arrays, per array {name[40], u32 element bytes, u32 is_input}, then
-// each array's count*element_bytes bytes in order.
-struct Ops {
-    std::vector<unsigned char> data;
-    std::vector<Section> sections;
-    const Section& section(const std::string& prefix) const {
-        for (const Section& s : sections)
-            if (s.name.rfind(prefix, 0) == 0) return s;
-        std::exit(1);
-    }
-};
-inline Ops read_ops(const std::string& path) {
-    Ops ops;
-    ops.data = read_all(path);
-    Cursor c{ops.data};
-    if (std::memcmp(c.take(8), "BXOPS01", 8) != 0) std::exit(1);
-    uint32_t n = c.u32();
-    c.u32();
-    for (uint32_t s = 0; s < n; ++s) {
-        Section section;
-        section.name = c.text(48);
-        section.count = c.u32();
-        uint32_t arrays = c.u32();
-        for (uint32_t a = 0; a < arrays; ++a) {
-            Array array;
-            array.name = c.text(40);
-            array.element_bytes = c.u32();
-            array.is_input = c.u32();
-            section.arrays.push_back(array);
-        }
-        for (Array& array : section.arrays) array.data = c.take((size_t)section.count * array.element_bytes);
-        ops.sections.push_back(section);
-    }
-    return ops;
+// A BXMMA01 file (mma_*.bin, wgmma_*.bin).
+inline mma_tiles read_mma(const std::string& path) {
+  const std::vector<unsigned char> bytes = read_bytes(path);
+  cursor in(bytes, 0, path);
+  in.expect_magic("BXMMA01", "a tensor-core capture");
+  return read_tiles(in);
 }
 
-// mma files: "BXMMA01\0", u32 variant, u32 M, u32 N (8), u32 K (16), u32 tiles,
-// u32 accumulator bytes (4: f32, 2: f16); per tile: u32 class, u32 0,
-// A[M][K] u16, B[K][N] u16, C[M][N], D[M][N] (accumulator bytes each), all row-major.
-struct MmaTile {
-    uint32_t cls;
-    const unsigned char* a;
-    const unsigned char* b;
-    const unsigned char* c;
-    const unsigned char* d;
+// ops.bin: "BXOPS01\0", u32 section count, u32 0, then the sections.
+struct ops_capture {
+  std::string path;
+  std::vector<scalar_section> sections;
+  // The section whose name starts with prefix ("fp32", "bf16", "cvt", "mufu").
+  const scalar_section& section(const std::string& prefix) const {
+    for (const scalar_section& s : sections)
+      if (s.name.rfind(prefix, 0) == 0) return s;
+    throw std::runtime_error(path + ": no section named " + prefix + "...");
+  }
 };
-struct MmaCapture {
-    std::vector<unsigned char> data;
-    uint32_t variant, m, n, k, tiles, acc_bytes;
-    std::vector<MmaTile> tile;
-    uint16_t a(size_t t, int i, int kk) const { return load16(tile[t].a + (i * k + kk) * 2); }
-    uint16_t b(size_t t, int kk, int j) const { return load16(tile[t].b + (kk * n + j) * 2); }
-    uint32_t c(size_t t, int i, int j) const { return load_acc(tile[t].c + (i * n + j) * acc_bytes); }
-    uint32_t d(size_t t, int i, int j) const { return load_acc(tile[t].d + (i * n + j) * acc_bytes); }
-    static uint16_t load16(const unsigned char* p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-    uint32_t load_acc(const unsigned char* p) const {
-        uint32_t v = 0;
-        std::memcpy(&v, p, acc_bytes);
-        return v;
-    }
+
+inline ops_capture read_ops(const std::string& path) {
+  const std::vector<unsigned char> bytes = read_bytes(path);
+  cursor in(bytes, 0, path);
+  in.expect_magic("BXOPS01", "a scalar-instruction capture");
+  ops_capture ops{path, {}};
+  const std::uint32_t sections = in.u32();
+  in.u32();  // reserved
+  for (std::uint32_t i = 0; i < sections; ++i) ops.sections.push_back(read_section(in));
+  return ops;
+}
+
+// One table of sfu_tables_*.bin, decoded; checksum_ok says whether it matches
+// the checksum the GPU side wrote.
+struct table {
+  std::string name;
+  std::vector<std::uint32_t> values;
+  bool checksum_ok;
 };
-inline MmaCapture read_mma(const std::string& path) {
-    MmaCapture m;
-    m.data = read_all(path);
-    Cursor c{m.data};
-    if (std::memcmp(c.take(8), "BXMMA01", 8) != 0) std::exit(1);
-    m.variant = c.u32();
-    m.m = c.u32();
-    m.n = c.u32();
-    m.k = c.u32();
-    m.tiles = c.u32();
-    m.acc_bytes = c.u32();
-    for (uint32_t t = 0; t < m.tiles; ++t) {
-        MmaTile tile;
-        tile.cls = c.u32();
-        c.u32();
-        tile.a = c.take(m.m * m.k * 2);
-        tile.b = c.take(m.k * m.n * 2);
-        tile.c = c.take(m.m * m.n * m.acc_bytes);
-        tile.d = c.take(m.m * m.n * m.acc_bytes);
-        m.tile.push_back(tile);
+
+// sfu_tables_*.bin ("BXTAB01"): per table, 4-bit steps from the previous
+// value, the step -8 meaning "the next exception holds the value".
+inline std::vector<table> read_tables(const std::string& path) {
+  const std::vector<unsigned char> bytes = read_bytes(path);
+  cursor in(bytes, 0, path);
+  in.expect_magic("BXTAB01", "an SFU table capture");
+  const std::uint32_t count = in.u32();
+  in.u32();  // reserved
+  constexpr int exception_step = 8;
+  std::vector<table> tables;
+  for (std::uint32_t t = 0; t < count; ++t) {
+    table decoded;
+    decoded.name = in.text(64);
+    const std::uint32_t entries = in.u32(), exception_count = in.u32();
+    const std::uint64_t checksum = in.u64();
+    in.u32();  // smallest step
+    in.u32();  // largest step
+    const unsigned char* steps = in.take(entries / 2);
+    const unsigned char* exceptions = in.take(std::size_t{exception_count} * 8);
+    decoded.values.resize(entries);
+    std::size_t next_exception = 0;
+    std::uint32_t previous = 0;
+    for (std::uint32_t i = 0; i < entries; ++i) {
+      const int step = (steps[i / 2] >> ((i & 1) * 4)) & 0xF;
+      std::uint32_t value;
+      if (step == exception_step) {
+        if (next_exception == exception_count)
+          throw std::runtime_error(path + ": table " + decoded.name + " asks for more than its " +
+                                   std::to_string(exception_count) + " exceptions");
+        value = little_endian(exceptions + next_exception++ * 8 + 4, 4);
+      } else {
+        value = previous + static_cast<std::uint32_t>(step >= 8 ? step - 16 : step);
+      }
+      decoded.values[i] = previous = value;
     }
-    return m;
+    decoded.checksum_ok = bitexact::fnv1a64_of_values(decoded.values.data(), entries) == checksum;
+    tables.push_back(std::move(decoded));
+  }
+  return tables;
+}
+
+// ---- replay files (tests/data, BXDATA1) ----
+
+inline constexpr char replay_magic[8] = "BXDATA1";
+enum class replay_kind : std::uint32_t { mma_tiles = 1, scalar_section = 2 };
+
+struct replay_file {
+  std::string path;
+  replay_kind kind;
+  std::string provenance;
+  std::vector<unsigned char> bytes;  // the whole file; the payload starts at payload_offset
+  std::size_t payload_offset;
+  cursor payload() const { return cursor(bytes, payload_offset, path); }
+};
+
+// Parses the header and verifies the checksum of a replay file's bytes.
+inline replay_file parse_replay_file(std::vector<unsigned char> bytes, const std::string& path) {
+  replay_file file{path, replay_kind::mma_tiles, {}, std::move(bytes), 0};
+  cursor in(file.bytes, 0, path);
+  in.expect_magic(replay_magic, "a bitexact replay file");
+  file.kind = static_cast<replay_kind>(in.u32());
+  if (file.kind != replay_kind::mma_tiles && file.kind != replay_kind::scalar_section)
+    throw std::runtime_error(path + ": unknown kind " + std::to_string(static_cast<std::uint32_t>(file.kind)));
+  const std::uint32_t provenance_bytes = in.u32();
+  const std::uint64_t payload_bytes = in.u64(), checksum = in.u64();
+  file.provenance = std::string(reinterpret_cast<const char*>(in.take(provenance_bytes)), provenance_bytes);
+  file.payload_offset = in.at();
+  if (file.bytes.size() - file.payload_offset != payload_bytes)
+    throw std::runtime_error(path + ": payload is " + std::to_string(file.bytes.size() - file.payload_offset) +
+                             " bytes, the header says " + std::to_string(payload_bytes));
+  const std::uint64_t actual = bitexact::fnv1a64(file.bytes.data() + file.payload_offset, payload_bytes);
+  if (actual != checksum) {
+    char message[160];
+    std::snprintf(message, sizeof message, ": checksum mismatch (header %016llx, payload %016llx): file corrupt",
+                  static_cast<unsigned long long>(checksum), static_cast<unsigned long long>(actual));
+    throw std::runtime_error(path + message);
+  }
+  return file;
+}
+
+inline replay_file read_replay_file(const std::string& path) {
+  std::vector<unsigned char> bytes;
+  try {
+    bytes = read_bytes(path);
+  } catch (const std::runtime_error& error) {
+    throw std::runtime_error(std::string(error.what()) +
+                             " (regenerate with tools/make_test_data.cpp, tests/data/README.md)");
+  }
+  return parse_replay_file(std::move(bytes), path);
+}
+
+inline mma_tiles read_tiles(const replay_file& file) {
+  if (file.kind != replay_kind::mma_tiles) throw std::runtime_error(file.path + ": not a tensor-core file");
+  cursor in = file.payload();
+  return read_tiles(in);
+}
+
+inline scalar_section read_section(const replay_file& file) {
+  if (file.kind != replay_kind::scalar_section) throw std::runtime_error(file.path + ": not a scalar-instruction file");
+  cursor in = file.payload();
+  return read_section(in);
 }
 
 }  // namespace capture

@@ -1,6 +1,6 @@
 // Converts the GPU captures (cuda/capture, layouts in cuda/capture/README.md)
 // into what bitexact ships: the MUFU tables in data/ and the MUFU sample
-// replay file in tests/data/. Formats: include/bitexact/hardware/mufu.hpp (tables),
+// replay file in tests/data/. Formats: include/bitexact/hardware/mufu_tables.hpp (tables),
 // docs/mufu.md (both). Plain C++20; every file written is read back and
 // compared with the capture before the program reports success.
 //

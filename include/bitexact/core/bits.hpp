@@ -9,7 +9,7 @@
 
 namespace bitexact {
 
-using uint128 = unsigned __int128;
+__extension__ using uint128 = unsigned __int128;  // __extension__: no -Wpedantic warning in users' builds
 
 // For the small steps of every operation (split, decide, round, unpack): they
 // pay off only inlined into the operation, where the compiler can drop what an

@@ -104,8 +104,8 @@ BITEXACT_INLINE constexpr rounding_decision decide_rounding(rounding_mode mode, 
       decision.reason = kept_odd ? rounding_reason::odd_already : rounding_reason::odd_bit_set;
       break;
     case rounding_mode::stochastic:
-      decision.increment =
-          (discarded.top32() > random_bits) | ((discarded.top32() == random_bits) & discarded.beyond_top32());
+      decision.increment = (discarded.top32() > random_bits) |
+                           ((discarded.top32() == random_bits) & unsigned{discarded.beyond_top32()});
       decision.reason = decision.increment ? rounding_reason::stochastic_up : rounding_reason::stochastic_down;
       break;
   }
@@ -194,7 +194,7 @@ BITEXACT_INLINE constexpr value<F> round_extended(bool sign, std::uint64_t exten
                                                   const rounding_place& place, const environment& env,
                                                   flags& raised, O&& obs = {}) {
   static_assert(ExtraBits >= 1 && ExtraBits <= 63);
-  const rounding_mode mode = FixedMode == run_time_rounding ? env.rounding : static_cast<rounding_mode>(FixedMode);
+  const rounding_mode mode = FixedMode == run_time_rounding ? env.rounding : rounding_mode{std::uint8_t(FixedMode)};
   const std::uint64_t kept = extended >> ExtraBits;
   const discarded_bits dropped{extended << (64 - ExtraBits), inexact_below};
   const rounding_decision decision = decide_rounding(mode, sign, kept & 1, dropped, env.random_bits);
@@ -260,7 +260,7 @@ BITEXACT_INLINE constexpr value<F> round_pack(bool sign, int exponent, std::uint
                                                {leading_exponent - F.fraction_bits, false, false}, env, raised, obs);
   }
   // A subnormal result keeps the bits at and above the smallest normal's last bit.
-  const rounding_mode mode = FixedMode == run_time_rounding ? env.rounding : static_cast<rounding_mode>(FixedMode);
+  const rounding_mode mode = FixedMode == run_time_rounding ? env.rounding : rounding_mode{std::uint8_t(FixedMode)};
   const int lsb_exponent = F.min_exponent() - F.fraction_bits;
   const auto [kept, dropped] = split_at(significand, lsb_exponent - exponent, inexact_below);
   bool tiny = true;

@@ -214,8 +214,8 @@ template <format Acc, format In>
 constexpr void mma_m16n8k16_reference(const fused_sum_unit& unit, std::span<const value<In>, 256> a,
                                       std::span<const value<In>, 128> b, std::span<const value<Acc>, 128> c,
                                       std::span<value<Acc>, 128> d) {
-  for (int m = 0; m < 16; ++m)
-    for (int n = 0; n < 8; ++n)
+  for (std::size_t m = 0; m < 16; ++m)
+    for (std::size_t n = 0; n < 8; ++n)
       d[m * 8 + n] = fused_dot(unit, a.subspan(m * 16, 16), b.subspan(n * 16, 16), c[m * 8 + n]).result;
 }
 
@@ -381,7 +381,7 @@ bool mma_m16n8k16_fast_kernel(const fused_sum_unit& unit, std::span<const value<
   lane_floats b_significand[16][2];
   lane_exponents b_nominal[16];
   const bool special = decode_fast<In, 256>(a.data(), &a_significand[0][0], &a_nominal[0][0]) |
-                       decode_fast<In, 128>(b.data(), b_by_column, b_nominal_by_column);
+                       unsigned{decode_fast<In, 128>(b.data(), b_by_column, b_nominal_by_column)};
   if (special) return false;
   for (int k = 0; k < 16; ++k)
     for (int n = 0; n < 8; ++n) {
@@ -394,7 +394,7 @@ bool mma_m16n8k16_fast_kernel(const fused_sum_unit& unit, std::span<const value<
   const int step = unit.products_per_step;
   for (int m = 0; m < 16; ++m) {
     value<Acc> accumulator[8];
-    for (int n = 0; n < 8; ++n) accumulator[n] = c[m * 8 + n];
+    for (int n = 0; n < 8; ++n) accumulator[n] = c[unsigned(m * 8 + n)];
     for (int k0 = 0; k0 < 16; k0 += step) {
       const int k_end = k0 + step < 16 ? k0 + step : 16;
       float c_significand[8];
@@ -402,8 +402,8 @@ bool mma_m16n8k16_fast_kernel(const fused_sum_unit& unit, std::span<const value<
       const bool special_addend = decode_fast<Acc, 8>(accumulator, c_significand, c_nominal);
       // An earlier step overflowed to infinity: this step is the generic one's special case.
       const auto generic_step = [&](int n) {
-        return fused_step_out_of_line<Acc, In>(unit, a.subspan(m * 16 + k0, k_end - k0),
-                                               b.subspan(n * 16 + k0, k_end - k0), accumulator[n]);
+        return fused_step_out_of_line<Acc, In>(unit, a.subspan(unsigned(m * 16 + k0), unsigned(k_end - k0)),
+                                               b.subspan(unsigned(n * 16 + k0), unsigned(k_end - k0)), accumulator[n]);
       };
       if (special_addend) {
         for (int n = 0; n < 8; ++n) accumulator[n] = generic_step(n);
@@ -426,7 +426,7 @@ bool mma_m16n8k16_fast_kernel(const fused_sum_unit& unit, std::span<const value<
                                                             no_observer{})
                                            .result;
     }
-    for (int n = 0; n < 8; ++n) d[m * 8 + n] = accumulator[n];
+    for (int n = 0; n < 8; ++n) d[unsigned(m * 8 + n)] = accumulator[n];
   }
   return true;
 }

@@ -15,48 +15,18 @@
 // instruction (SASS in .captures/info.txt): ex2 squares M(x/2) for x < -126,
 // rcp rescales by 0.25 or 2^24; their FMULs are IEEE round-to-nearest.
 //
-// Tables: G(k) = 2 * ex2.approx.ftz(-1 - k*2^-23) in (0.5, 1], P(k) =
-// ex2.approx.ftz(k*2^-23) in [1, 2), R(k) = rcp.approx.ftz(1 + k*2^-23) in
-// (0.5, 1], 2^23 entries each, shipped in data/ as:
-//
-//   file  := "BXMUFUT\0"  u32 version (1)  u32 table_count  char provenance[128]  table*
-//   table := char name[16]  char rule[64]  u32 entry_count  u32 first_value
-//            i32 min_delta  u32 exception_count  u64 checksum
-//            u8 codes[ceil(entry_count / 4)]  u32 exceptions[exception_count]
-//
-// Little-endian throughout. Entry i's 2-bit code sits in bits 2*(i%4) of byte
-// i/4 (entry 0's code is unused: it is first_value). Code c < 3 means
-// value[i] = value[i-1] + min_delta + c; code 3 takes the next exception
-// value. checksum is FNV-1a 64 over the decoded values as little-endian u32.
-// mufu_ex2.bxt holds "ex2.negative" (G) and "ex2.positive" (P); mufu_rcp.bxt
-// holds "rcp" (R). tools/make_mufu_tables.cpp writes them from the captures.
+// The tables G, P and R and their file in data/: mufu_tables.hpp.
 #pragma once
 
-#include <array>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <iterator>
-#include <stdexcept>
-#include <string>
-#include <string_view>
-#include <vector>
 
 #include "alu.hpp"
-#include "../core/checksum.hpp"
+#include "mufu_tables.hpp"
 #include "../core/format.hpp"
 #include "../core/observer.hpp"
 #include "../core/operations.hpp"
 
 namespace bitexact {
-
-enum class mufu_table : std::uint8_t { ex2_negative, ex2_positive, rcp };
-
-constexpr std::string_view name_of(mufu_table table) {
-  constexpr std::string_view names[] = {"ex2.negative", "ex2.positive", "rcp"};
-  return names[static_cast<int>(table)];
-}
 
 // One MUFU table lookup: the result is entry * 2^scale before the flush to
 // zero (or the overflow to infinity) that the unit applies.
@@ -67,171 +37,7 @@ struct mufu_lookup_event {
   int scale;            // n (ex2) or -e (rcp)
 };
 
-// A missing, short or corrupt table file; what() names the file and the fix.
-class mufu_data_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-namespace detail::mufu_file {
-
-inline constexpr char tables_magic[8] = {'B', 'X', 'M', 'U', 'F', 'U', 'T', '\0'};
-inline constexpr std::uint32_t version = 1;
-inline constexpr std::size_t provenance_bytes = 128, name_bytes = 16, rule_bytes = 64;
-inline constexpr std::uint32_t entries = 1u << 23;
-inline constexpr unsigned exception_code = 3;
-
-// Reads the little-endian fields of a file held in memory, failing with the
-// file's name when it ends early.
-struct reader {
-  const std::string& path;
-  const std::vector<unsigned char>& bytes;
-  std::size_t at = 0;
-
-  [[noreturn]] void fail(const std::string& what) const {
-    throw mufu_data_error(
-        "bitexact: MUFU table file '" + path + "' " + what +
-        ". The files mufu_ex2.bxt and mufu_rcp.bxt ship in the source tree's data/ folder and install to "
-        "<prefix>/share/bitexact; point the environment variable BITEXACT_DATA_DIR at the folder holding "
-        "intact copies (or regenerate them as docs/mufu.md describes).");
-  }
-  const unsigned char* take(std::size_t count) {
-    if (bytes.size() - at < count) fail("is truncated (ends at byte " + std::to_string(bytes.size()) + ")");
-    const unsigned char* p = bytes.data() + at;
-    at += count;
-    return p;
-  }
-  std::uint32_t u32() {
-    const unsigned char* p = take(4);
-    return std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 | std::uint32_t{p[3]} << 24;
-  }
-  std::uint64_t u64() {
-    const std::uint64_t low = u32();
-    return low | std::uint64_t{u32()} << 32;
-  }
-  std::string text(std::size_t width) {
-    const char* p = reinterpret_cast<const char*>(take(width));
-    return std::string(p, strnlen(p, width));
-  }
-};
-
-inline std::vector<unsigned char> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const std::vector<unsigned char> none;
-    reader{path, none}.fail("cannot be opened (missing or unreadable)");
-  }
-  return std::vector<unsigned char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-struct named_table {
-  std::string name, rule;
-  std::vector<std::uint32_t> values;
-};
-
-// Decodes every table of one file and checks each against its checksum.
-inline std::vector<named_table> read_tables(const std::string& path) {
-  const std::vector<unsigned char> bytes = read_file(path);
-  reader in{path, bytes};
-  if (std::memcmp(in.take(sizeof tables_magic), tables_magic, sizeof tables_magic) != 0)
-    in.fail("does not start with the magic \"BXMUFUT\" (not a bitexact MUFU table file)");
-  if (const std::uint32_t v = in.u32(); v != version)
-    in.fail("has format version " + std::to_string(v) + ", this library reads version " + std::to_string(version));
-  const std::uint32_t table_count = in.u32();
-  in.text(provenance_bytes);
-  std::vector<named_table> tables;
-  for (std::uint32_t t = 0; t < table_count; ++t) {
-    named_table table;
-    table.name = in.text(name_bytes);
-    table.rule = in.text(rule_bytes);
-    const std::uint32_t count = in.u32(), first = in.u32();
-    const auto min_delta = static_cast<std::int32_t>(in.u32());
-    const std::uint32_t exception_count = in.u32();
-    const std::uint64_t checksum = in.u64();
-    if (count != entries)
-      in.fail("has table '" + table.name + "' with " + std::to_string(count) + " entries, expected 2^23");
-    const unsigned char* codes = in.take((std::size_t{count} + 3) / 4);
-    const unsigned char* exceptions = in.take(std::size_t{exception_count} * 4);
-    table.values.resize(count);
-    std::uint32_t previous = table.values[0] = first, next_exception = 0;
-    for (std::uint32_t i = 1; i < count; ++i) {
-      const unsigned code = (codes[i / 4] >> (2 * (i % 4))) & 3;
-      if (code == exception_code) {
-        if (next_exception == exception_count) in.fail("has table '" + table.name + "' with too few exceptions");
-        const unsigned char* p = exceptions + 4 * std::size_t{next_exception++};
-        previous = std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 |
-                   std::uint32_t{p[3]} << 24;
-      } else {
-        previous += static_cast<std::uint32_t>(min_delta + static_cast<std::int32_t>(code));
-      }
-      table.values[i] = previous;
-    }
-    if (fnv1a64_of_values(table.values.data(), count) != checksum)
-      in.fail("has table '" + table.name + "' whose decoded values fail their FNV-1a checksum (corrupt)");
-    tables.push_back(std::move(table));
-  }
-  return tables;
-}
-
-inline std::vector<std::uint32_t> take_table(std::vector<named_table>& tables, std::string_view name,
-                                             const std::string& path) {
-  for (named_table& table : tables)
-    if (table.name == name) return std::move(table.values);
-  const std::vector<unsigned char> none;
-  reader{path, none}.fail("has no table named '" + std::string(name) + "'");
-}
-
-}  // namespace detail::mufu_file
-
 namespace ptx {
-
-// The three 2^23-entry tables, decoded into plain arrays for fast lookups.
-class mufu_tables {
- public:
-  // Reads mufu_ex2.bxt and mufu_rcp.bxt from a folder; throws mufu_data_error.
-  static mufu_tables load(const std::string& directory) {
-    mufu_tables tables;
-    const std::string ex2_path = directory + "/mufu_ex2.bxt", rcp_path = directory + "/mufu_rcp.bxt";
-    auto ex2 = detail::mufu_file::read_tables(ex2_path);
-    tables.negative_ = detail::mufu_file::take_table(ex2, name_of(mufu_table::ex2_negative), ex2_path);
-    tables.positive_ = detail::mufu_file::take_table(ex2, name_of(mufu_table::ex2_positive), ex2_path);
-    auto rcp = detail::mufu_file::read_tables(rcp_path);
-    tables.reciprocal_ = detail::mufu_file::take_table(rcp, name_of(mufu_table::rcp), rcp_path);
-    return tables;
-  }
-
-  // The folder the library reads at first use: $BITEXACT_DATA_DIR, else the
-  // one compiled in (the source tree's data/, or the installed share/bitexact).
-  static std::string default_directory() {
-    if (const char* from_environment = std::getenv("BITEXACT_DATA_DIR"); from_environment && *from_environment)
-      return from_environment;
-#ifdef BITEXACT_DATA_DIR
-    return BITEXACT_DATA_DIR;
-#else
-    throw mufu_data_error(
-        "bitexact: no folder for the MUFU tables: set the environment variable BITEXACT_DATA_DIR to the folder "
-        "holding mufu_ex2.bxt and mufu_rcp.bxt (the source tree's data/), or build through CMake, which defines "
-        "BITEXACT_DATA_DIR.");
-#endif
-  }
-
-  // Loaded once, on first use, thread-safely (a function-local static).
-  static const mufu_tables& shared() {
-    static const mufu_tables tables = load(default_directory());
-    return tables;
-  }
-
-  std::uint32_t entry(mufu_table table, std::uint32_t k) const { return data(table)[k]; }
-  const std::uint32_t* data(mufu_table table) const {
-    return table == mufu_table::ex2_negative   ? negative_.data()
-           : table == mufu_table::ex2_positive ? positive_.data()
-                                               : reciprocal_.data();
-  }
-  static constexpr std::uint32_t size() { return detail::mufu_file::entries; }
-
- private:
-  std::vector<std::uint32_t> negative_, positive_, reciprocal_;
-};
 
 namespace detail {
 

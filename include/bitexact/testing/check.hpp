@@ -11,6 +11,7 @@
 //   if (!report.ok()) std::puts(report.message().c_str());
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -36,7 +38,7 @@ struct check_options {
 struct mismatch {
   std::size_t index = 0;
   format fmt{};
-  std::uint32_t got = 0;       // the buffer's bits
+  std::uint32_t got = 0;       // the buffer's element, all its bits (tf32: set bits above bit 18 included)
   std::uint32_t expected = 0;  // the model's bits
   std::string side_by_side;    // both patterns decoded, field by field
   std::string model_trace;     // the model's trace of this element, as text (empty without an explainer)
@@ -45,58 +47,104 @@ struct mismatch {
 struct check_report {
   std::size_t compared = 0;
   std::size_t mismatches = 0;
+  std::vector<std::size_t> mismatch_indices;  // every mismatching index, ascending (mismatches of them)
   std::optional<mismatch> first_mismatch;
 
   bool ok() const { return mismatches == 0; }
   std::string message() const {
     if (ok()) return fmt::format("{} elements compared, all bit-identical to the model", compared);
     const mismatch& m = *first_mismatch;
-    std::string out = fmt::format("{} of {} elements differ from the model; first at index {}\n{}", mismatches,
-                                  compared, m.index, m.side_by_side);
+    std::string out = fmt::format("{} of {} elements differ from the model; first at index {}\nindices:", mismatches,
+                                  compared, m.index);
+    constexpr std::size_t indices_shown = 20;
+    for (std::size_t k = 0; k < std::min(mismatch_indices.size(), indices_shown); ++k)
+      out += fmt::format(" {}", mismatch_indices[k]);
+    if (mismatches > indices_shown)
+      out += fmt::format(" ... ({} more in mismatch_indices)", mismatches - indices_shown);
+    out += "\n" + m.side_by_side;
     if (!m.model_trace.empty()) out += "\nmodel trace of element " + std::to_string(m.index) + ":\n" + m.model_trace;
     return out;
   }
 };
 
-// Two bit patterns of one format, decoded in two columns.
+// How far the buffer's value lies from the model's: the number of steps
+// between them along f's ordered values (finite values, then infinity), +0
+// and -0 counting as one point; positive when got is the larger value. None
+// for a NaN or for bits set above f's width.
+inline std::optional<long long> ulp_distance(format f, std::uint32_t got, std::uint32_t expected) {
+  const std::uint32_t magnitude_mask = bit_mask(f.width() - 1);
+  const auto ordinal = [&](std::uint32_t bits) -> std::optional<long long> {
+    if ((bits & ~bit_mask(f.width())) != 0 || is_nan(decode(f, bits).kind)) return std::nullopt;
+    const auto magnitude = static_cast<long long>(bits & magnitude_mask);
+    return bits > magnitude_mask ? -magnitude : magnitude;
+  };
+  const auto g = ordinal(got), e = ordinal(expected);
+  if (!g || !e) return std::nullopt;
+  return *g - *e;
+}
+
+// Two bit patterns of one format, decoded in two columns. Bits set above the
+// format's width (a tf32 in 32-bit storage) are shown apart; the fields
+// decode the format's own bits.
 inline std::string side_by_side(format f, std::uint32_t got, std::uint32_t expected) {
   const auto row = [](std::string_view label, const std::string& left, const std::string& right) {
     return fmt::format("  {:<10} {:<34} {}{}\n", label, left, right, left == right ? "" : "   <- differs");
   };
+  const std::uint32_t own_bits = bit_mask(f.width());
   const auto sign = [&](std::uint32_t bits) { return std::to_string((bits >> (f.width() - 1)) & 1); };
+  // The exponent a field stands for: 0 is zero or a subnormal (whose exponent is the smallest normal's), and
+  // an IEEE format's all-ones field is infinity or NaN.
   const auto exponent = [&](std::uint32_t bits) {
     const std::uint32_t field = (bits >> f.fraction_bits) & bit_mask(f.exponent_bits);
-    return fmt::format("{} ({})", binary_digits(field, f.exponent_bits), static_cast<int>(field) - f.bias());
+    const bool zero_fraction = (bits & bit_mask(f.fraction_bits)) == 0;
+    const std::string meaning =
+        field == 0 ? (zero_fraction ? std::string("zero") : fmt::format("{}, subnormal", f.min_exponent()))
+        : f.has_infinity() && static_cast<int>(field) == f.max_biased_exponent()
+            ? std::string(zero_fraction ? "infinity" : "NaN")
+            : std::to_string(static_cast<int>(field) - f.bias());
+    return fmt::format("{} ({})", binary_digits(field, f.exponent_bits), meaning);
   };
-  const auto fraction = [&](std::uint32_t bits) { return binary_digits(bits & bit_mask(f.fraction_bits), f.fraction_bits); };
+  const auto fraction = [&](std::uint32_t bits) {
+    return binary_digits(bits & bit_mask(f.fraction_bits), f.fraction_bits);
+  };
   const auto hex = [&](std::uint32_t bits) { return fmt::format("0x{:0{}X}", bits, (f.width() + 3) / 4); };
-  const auto decimal = [&](std::uint32_t bits) { return fmt::format("{}", to_double(f, bits)); };
-  const auto kind = [&](std::uint32_t bits) { return std::string(name_of(decode(f, bits).kind)); };
+  const auto decimal = [&](std::uint32_t bits) { return fmt::format("{}", to_double(f, bits & own_bits)); };
+  const auto kind = [&](std::uint32_t bits) { return std::string(name_of(decode(f, bits & own_bits).kind)); };
+  const auto stray = [&](std::uint32_t bits) {
+    return (bits & ~own_bits) == 0 ? std::string("none") : fmt::format("0x{:X}", bits & ~own_bits);
+  };
   std::string out = fmt::format("  {:<10} {:<34} {}\n", "", "got", "model");
   out += row("bits", hex(got), hex(expected));
+  if (((got | expected) & ~own_bits) != 0)
+    out += row(fmt::format("above {}", f.width() - 1), stray(got), stray(expected));  // not part of the value
   out += row("sign", sign(got), sign(expected));
   out += row("exponent", exponent(got), exponent(expected));
   out += row("fraction", fraction(got), fraction(expected));
   out += row("class", kind(got), kind(expected));
   out += row("value", decimal(got), decimal(expected));
-  // Distance in ulps along the ordered bit patterns, for finite values of one sign.
-  const unpacked g = decode(f, got), e = decode(f, expected);
-  if (!is_nan(g.kind) && !is_nan(e.kind) && g.sign == e.sign) {
-    const auto magnitude = [&](std::uint32_t bits) { return static_cast<long long>(bits & (bit_mask(f.width()) >> 1)); };
-    out += fmt::format("  {:<10} {} ulp\n", "distance", magnitude(got) - magnitude(expected));
-  }
+  if (const auto distance = ulp_distance(f, got, expected))
+    out += fmt::format("  {:<10} {:+} ulp (got {} the model's value)\n", "distance", *distance,
+                       *distance > 0 ? "above" : *distance < 0 ? "below" : "equals");
   return out;
 }
 
+// The element types a buffer of format F may hold: value<F>, or an unsigned
+// integer exactly as wide as F's storage. A wider integer would carry bits
+// that no element of F has; comparing them (or masking them off) would make
+// a checking helper pass a wrong buffer or fail a right one.
+template <format F, class Element>
+concept model_buffer_element =
+    std::is_same_v<Element, value<F>> || (std::is_unsigned_v<Element> && !std::is_same_v<Element, bool> &&
+                                          sizeof(Element) == sizeof(typename value<F>::storage));
+
 namespace check_detail {
 
+// All the element's bits: a tf32 in uint32_t storage with a bit set above
+// bit 18 differs from every tf32 the model returns.
 template <format F, class Element>
 std::uint32_t bits_of(const Element& x) {
   if constexpr (std::is_same_v<Element, value<F>>) return x.bits;
-  else {
-    static_assert(std::is_unsigned_v<Element>, "pass a span of value<F> or of unsigned raw bit patterns");
-    return static_cast<std::uint32_t>(x) & value<F>::mask();
-  }
+  else return static_cast<std::uint32_t>(x);
 }
 
 struct no_explainer {};
@@ -109,6 +157,10 @@ struct no_explainer {};
 template <format F, class Element, class Model, class Explain = check_detail::no_explainer>
 check_report check_against_model(std::span<const Element> results, Model&& model, Explain&& explain = {},
                                  check_options options = {}) {
+  static_assert(model_buffer_element<F, Element>,
+                "check_against_model<F>: the buffer must hold value<F> or an unsigned integer of F's storage width "
+                "(uint8_t for e4m3/e5m2, uint16_t for bf16/fp16, uint32_t for fp32/tf32); a wider element would "
+                "hide bits that are not F's. Narrow the buffer, or pass the format whose width it has.");
   check_report report;
   for (std::size_t i = 0; i < results.size(); ++i) {
     const std::uint32_t got = check_detail::bits_of<F>(results[i]);
@@ -116,7 +168,10 @@ check_report check_against_model(std::span<const Element> results, Model&& model
     const std::uint32_t expected = expected_value.bits;
     ++report.compared;
     if (got == expected) continue;
-    if (options.any_nan_matches_any_nan && value<F>::from_bits(got).is_nan() && expected_value.is_nan()) continue;
+    if (options.any_nan_matches_any_nan && got <= value<F>::mask() && value<F>::from_bits(got).is_nan() &&
+        expected_value.is_nan())
+      continue;
+    report.mismatch_indices.push_back(i);
     if (report.mismatches++ == 0) {
       mismatch m{i, F, got, expected, side_by_side(F, got, expected), {}};
       if constexpr (!std::is_same_v<std::decay_t<Explain>, check_detail::no_explainer>)

@@ -461,8 +461,7 @@ constexpr std::string_view eval_help =
     "--check: each line also carries the expected result and flags (as testfloat_ver reads\n"
     "them, e.g. from a GPU); every bit is compared, NaN payloads included. Prints the cases\n"
     "compared and the mismatches, and for the first mismatch its operands, both results\n"
-    "decoded side by side and the model's trace. Exit status 0 all agree, 1 a mismatch,\n"
-    "2 a bad line or no cases.\n"
+    "decoded side by side and the model's trace.\n"
     "\n"
     "options:\n"
     "%s"
@@ -478,7 +477,8 @@ constexpr std::string_view eval_help =
     "--daz and --exact; conversions from integers only --round, --random-bits and --nan.\n"
     "%s"
     "Exit status: 0; 1 if a line was bad (each is reported on stderr, the rest evaluated);\n"
-    "2 for bad arguments, with one line on stderr.\n";
+    "2 for bad arguments or output that could not be written, with one line on stderr.\n"
+    "With --check: 0 all agree, 1 a mismatch, 2 a bad line, no cases or bad arguments.\n";
 
 // The environment options each kind of function reads, and why the others cannot matter.
 std::uint8_t effective_options(function_kind kind) {

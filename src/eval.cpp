@@ -2,17 +2,26 @@
 // stdout, so TestFloat-style suites can drive the model. Each input line holds
 // the operands in hex; each output line repeats them, then the result and the
 // flags as two hex digits (1 inexact, 2 underflow, 4 overflow, 8 infinite,
-// 10 invalid), as testfloat_gen writes them.
+// 10 invalid), as testfloat_gen writes them. With --check, each line already
+// carries a result and flags (from a GPU, say), and eval compares them with
+// the model's, as testfloat_ver does.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include <bitexact/core/operations.hpp>
+#include <bitexact/testing/check.hpp>
 #include <bitexact/trace/parse.hpp>
+#include <bitexact/trace/render.hpp>
 
 #include "cli.hpp"
+#include "trace_operations.hpp"
 
 namespace bitexact::cli {
 namespace {
@@ -25,15 +34,22 @@ struct eval_settings {
 using compute_fn = void (*)(const std::uint64_t* operands, const eval_settings&, std::uint64_t& result,
                             std::uint8_t& raised);
 
+// What a function reads from the environment follows from its kind.
+enum class function_kind : std::uint8_t { arithmetic, comparison, to_integer, from_integer };
+
 struct eval_function {
   std::string name;
   int arity;
-  int operand_digits[3];
-  int result_digits;
+  int operand_bits[3];  // tf32 operands are 19 bits, though written as 5 hex digits
+  int result_bits;
   compute_fn compute;
+  function_kind kind;
+  format operand_format;  // for the arithmetic kind: the formats `trace` explains it with
+  format result_format;
+  std::string_view traced_op;  // the `trace` operation that explains a result of the arithmetic kind
 };
 
-constexpr int hex_digits_of(format f) { return (f.width() + 3) / 4; }
+constexpr int hex_digits_of(int bits) { return (bits + 3) / 4; }
 
 // TestFloat's name for each format ("f32"), extended to the narrow ones.
 template <format F>
@@ -120,14 +136,11 @@ struct arithmetic {
   }
 };
 
-template <format F>
-void register_format(std::vector<eval_function>& table);
-
 template <format F, format R>
 void register_conversion(std::vector<eval_function>& table) {
   if constexpr (F != R) {
-    table.push_back({std::string(testfloat_name<F>()) + "_to_" + testfloat_name<R>(), 1, {hex_digits_of(F)},
-                     hex_digits_of(R), &arithmetic<F>::template to_format<R>});
+    table.push_back({std::string(testfloat_name<F>()) + "_to_" + testfloat_name<R>(), 1, {F.width()}, R.width(),
+                     &arithmetic<F>::template to_format<R>, function_kind::arithmetic, F, R, "convert"});
   }
 }
 
@@ -135,25 +148,37 @@ template <format F>
 void register_format(std::vector<eval_function>& table) {
   using A = arithmetic<F>;
   const std::string p = testfloat_name<F>();
-  const int d = hex_digits_of(F);
-  table.push_back({p + "_add", 2, {d, d}, d, &A::add});
-  table.push_back({p + "_sub", 2, {d, d}, d, &A::sub});
-  table.push_back({p + "_mul", 2, {d, d}, d, &A::mul});
-  table.push_back({p + "_mulAdd", 3, {d, d, d}, d, &A::mul_add});
-  table.push_back({p + "_div", 2, {d, d}, d, &A::div});
-  table.push_back({p + "_sqrt", 1, {d}, d, &A::sqrt});
-  table.push_back({p + "_eq", 2, {d, d}, 1, &A::template compare<0, false>});
-  table.push_back({p + "_le", 2, {d, d}, 1, &A::template compare<1, true>});
-  table.push_back({p + "_lt", 2, {d, d}, 1, &A::template compare<2, true>});
-  table.push_back({p + "_eq_signaling", 2, {d, d}, 1, &A::template compare<0, true>});
-  table.push_back({p + "_le_quiet", 2, {d, d}, 1, &A::template compare<1, false>});
-  table.push_back({p + "_lt_quiet", 2, {d, d}, 1, &A::template compare<2, false>});
-  table.push_back({p + "_to_i32", 1, {d}, 8, &A::template to_int<32, true>});
-  table.push_back({p + "_to_i64", 1, {d}, 16, &A::template to_int<64, true>});
-  table.push_back({p + "_to_ui32", 1, {d}, 8, &A::template to_int<32, false>});
-  table.push_back({"i32_to_" + p, 1, {8}, d, &A::template from_int<32, true>});
-  table.push_back({"i64_to_" + p, 1, {16}, d, &A::template from_int<64, true>});
-  table.push_back({"ui32_to_" + p, 1, {8}, d, &A::template from_int<32, false>});
+  const int w = F.width();
+  const auto rounds = [&](std::string suffix, int arity, compute_fn compute, std::string_view op) {
+    table.push_back({p + suffix, arity, {w, w, w}, w, compute, function_kind::arithmetic, F, F, op});
+  };
+  rounds("_add", 2, &A::add, "add");
+  rounds("_sub", 2, &A::sub, "sub");
+  rounds("_mul", 2, &A::mul, "mul");
+  rounds("_mulAdd", 3, &A::mul_add, "fma");
+  rounds("_div", 2, &A::div, "div");
+  rounds("_sqrt", 1, &A::sqrt, "sqrt");
+  const auto compares = [&](std::string suffix, compute_fn compute) {
+    table.push_back({p + suffix, 2, {w, w}, 1, compute, function_kind::comparison, F, F, {}});
+  };
+  compares("_eq", &A::template compare<0, false>);
+  compares("_le", &A::template compare<1, true>);
+  compares("_lt", &A::template compare<2, true>);
+  compares("_eq_signaling", &A::template compare<0, true>);
+  compares("_le_quiet", &A::template compare<1, false>);
+  compares("_lt_quiet", &A::template compare<2, false>);
+  const auto to_integer = [&](std::string suffix, int bits, compute_fn compute) {
+    table.push_back({p + suffix, 1, {w}, bits, compute, function_kind::to_integer, F, F, {}});
+  };
+  to_integer("_to_i32", 32, &A::template to_int<32, true>);
+  to_integer("_to_i64", 64, &A::template to_int<64, true>);
+  to_integer("_to_ui32", 32, &A::template to_int<32, false>);
+  const auto from_integer = [&](std::string prefix, int bits, compute_fn compute) {
+    table.push_back({prefix + p, 1, {bits}, w, compute, function_kind::from_integer, F, F, {}});
+  };
+  from_integer("i32_to_", 32, &A::template from_int<32, true>);
+  from_integer("i64_to_", 64, &A::template from_int<64, true>);
+  from_integer("ui32_to_", 32, &A::template from_int<32, false>);
   register_conversion<F, fp32>(table);
   register_conversion<F, fp16>(table);
   register_conversion<F, bf16>(table);
@@ -175,23 +200,24 @@ std::vector<eval_function> function_table() {
 
 constexpr char upper_hex[] = "0123456789ABCDEF";
 
-// Buffered stdout: one fwrite per few megabytes.
+// Buffered stdout: one fwrite per few megabytes. The buffer is not zero-filled: that alone cost a few
+// milliseconds per launch, and only what was written is ever read.
 class output_buffer {
  public:
-  output_buffer() : buffer_(std::size_t{1} << 22) {}
   ~output_buffer() { flush(); }
   char* reserve(std::size_t n) {
-    if (used_ + n > buffer_.size()) flush();
-    return buffer_.data() + used_;
+    if (used_ + n > size) flush();
+    return buffer_.get() + used_;
   }
-  void commit(char* end) { used_ = static_cast<std::size_t>(end - buffer_.data()); }
+  void commit(char* end) { used_ = static_cast<std::size_t>(end - buffer_.get()); }
   void flush() {
-    if (used_ && std::fwrite(buffer_.data(), 1, used_, stdout) != used_) fail("cannot write to stdout");
+    if (used_ && std::fwrite(buffer_.get(), 1, used_, stdout) != used_) fail("cannot write to stdout");
     used_ = 0;
   }
 
  private:
-  std::vector<char> buffer_;
+  static constexpr std::size_t size = std::size_t{1} << 22;
+  std::unique_ptr<char[]> buffer_ = std::make_unique_for_overwrite<char[]>(size);
   std::size_t used_ = 0;
 };
 
@@ -203,37 +229,52 @@ char* write_hex(char* out, std::uint64_t value, int digits) {
   return out + digits;
 }
 
-struct line_error {
-  const char* what = nullptr;
+std::string hex_field(std::uint64_t value, int bits) { return fmt::format("{:0{}X}", value, hex_digits_of(bits)); }
+
+std::string flag_names(std::uint8_t raised) {
+  if (!raised) return "none";
+  std::string names;
+  const char* const name[] = {"inexact", "underflow", "overflow", "infinite", "invalid"};
+  for (int bit = 0; bit < 5; ++bit)
+    if (raised >> bit & 1) names += (names.empty() ? "" : " ") + std::string(name[bit]);
+  return names;
+}
+
+// One line's fields: the operands, then (with --check) the expected result and flags.
+struct line_fields {
+  std::uint64_t values[5] = {};
+  int count = 0;
 };
 
 class evaluator {
  public:
-  evaluator(const eval_function& function, const eval_settings& settings, bool stop_on_error)
-      : function_(function), settings_(settings), stop_on_error_(stop_on_error) {}
+  evaluator(const eval_function& function, const eval_settings& settings, bool stop_on_error, bool check)
+      : function_(function), settings_(settings), stop_on_error_(stop_on_error), check_(check) {}
 
   // Returns the exit status.
   int run() {
-    std::vector<char> input(std::size_t{1} << 22);
+    constexpr std::size_t input_size = std::size_t{1} << 22;
+    const auto input = std::make_unique_for_overwrite<char[]>(input_size);
     std::size_t held = 0;
     bool end_of_input = false;
     while (!end_of_input) {
-      const std::size_t got = std::fread(input.data() + held, 1, input.size() - held, stdin);
+      const std::size_t got = std::fread(input.get() + held, 1, input_size - held, stdin);
       if (got == 0) end_of_input = true;
       held += got;
-      const char* cursor = input.data();
-      const char* const end = input.data() + held;
+      const char* cursor = input.get();
+      const char* const end = input.get() + held;
       for (;;) {
-        const char* newline = static_cast<const char*>(std::memchr(cursor, '\n', static_cast<std::size_t>(end - cursor)));
+        const auto* newline =
+            static_cast<const char*>(std::memchr(cursor, '\n', static_cast<std::size_t>(end - cursor)));
         if (!newline) {
           if (end_of_input && cursor != end) {
             if (!skipping_long_line_) process_line(cursor, end);
             cursor = end;
-          } else if (cursor == input.data() && held == input.size()) {
+          } else if (cursor == input.get() && held == input_size) {
             // A line longer than the whole buffer cannot be a TestFloat line.
             if (!skipping_long_line_) {
               ++line_number_;
-              report(std::string_view(cursor, 40), "line too long");
+              report(std::string_view(cursor, held), "line too long; ");
               skipping_long_line_ = true;
             }
             cursor = end;
@@ -248,25 +289,34 @@ class evaluator {
         cursor = newline + 1;
       }
       held = static_cast<std::size_t>(end - cursor);
-      std::memmove(input.data(), cursor, held);
+      std::memmove(input.get(), cursor, held);
     }
     output_.flush();
     if (std::ferror(stdin)) fail("cannot read stdin");
-    return bad_lines_ ? 1 : 0;
+    if (!check_) return bad_lines_ ? 1 : 0;
+    if (cases_ == 0 && bad_lines_ == 0)
+      fail("eval " + function_.name + " --check: the input holds no cases; nothing was checked");
+    std::printf("%s --check: %llu cases compared, %llu mismatches%s\n", function_.name.c_str(),
+                static_cast<unsigned long long>(cases_), static_cast<unsigned long long>(mismatches_),
+                bad_lines_ ? fmt::format(", {} bad lines (not compared)", bad_lines_).c_str() : "");
+    std::fputs(first_mismatch_.c_str(), stdout);
+    return bad_lines_ ? 2 : mismatches_ ? 1 : 0;
   }
 
  private:
-  void process_line(const char* p, const char* end) {
-    ++line_number_;
-    if (end > p && end[-1] == '\r') --end;
-    std::uint64_t operands[3] = {};
-    const char* start = p;
+  int field_bits(int index) const {
+    if (index < function_.arity) return function_.operand_bits[index];
+    return index == function_.arity ? function_.result_bits : 5;  // the flags: five of TestFloat's bits
+  }
+
+  // Fills `fields`, or returns why the line is malformed: a reason ending in "; ", or empty where the expected
+  // layout says enough.
+  std::optional<std::string> parse_fields(const char* p, const char* end, line_fields& fields) const {
+    const int wanted = function_.arity + (check_ ? 2 : 0);
     const auto skip_blanks = [&] {
       while (p < end && (*p == ' ' || *p == '\t')) ++p;
     };
-    skip_blanks();
-    if (p == end) return;  // blank lines carry no case
-    for (int k = 0; k < function_.arity; ++k) {
+    for (int k = 0; k < wanted; ++k) {
       skip_blanks();
       std::uint64_t bits = 0;
       int digits = 0;
@@ -275,43 +325,102 @@ class evaluator {
         if (digit < 0) break;
         bits = bits << 4 | static_cast<unsigned>(digit);
       }
-      if (digits == 0 || digits > function_.operand_digits[k] || (p < end && *p != ' ' && *p != '\t'))
-        return bad(start, end);
-      if (function_.operand_digits[k] * 4 < 64 && (bits >> (function_.operand_digits[k] * 4)) != 0)
-        return bad(start, end);
-      operands[k] = bits;
+      const int width = field_bits(k);
+      const bool well_formed = digits > 0 && digits <= hex_digits_of(width) && (p == end || *p == ' ' || *p == '\t');
+      if (!well_formed || (width < 64 && bits >> width)) {
+        // A capture may hold tf32 as a GPU register does, in fp32's 32 bits: say what eval reads instead.
+        if (!well_formed) return width == tf32.width() ? "tf32 values are 19 bits, 5 hex digits (1.0 is 1FC00); " : "";
+        return fmt::format("{} {:X} does not fit in {} bits (at most {:X}); ", field_name(k), bits, width,
+                           (std::uint64_t{1} << width) - 1);
+      }
+      fields.values[fields.count++] = bits;
     }
     skip_blanks();
-    if (p != end) return bad(start, end);
+    if (p != end) return std::string();
+    return std::nullopt;
+  }
+
+  std::string field_name(int index) const {
+    if (index < function_.arity) return "operand " + std::to_string(index + 1);
+    return index == function_.arity ? "the expected result" : "the expected flags";
+  }
+
+  void process_line(const char* p, const char* end) {
+    ++line_number_;
+    if (end > p && end[-1] == '\r') --end;
+    const char* first = p;
+    while (first < end && (*first == ' ' || *first == '\t')) ++first;
+    if (first == end || *first == '#') return;  // blank and comment lines carry no case
+    line_fields fields;
+    if (const auto why = parse_fields(p, end, fields))
+      return report(std::string_view(p, static_cast<std::size_t>(end - p)), *why);
 
     std::uint64_t result = 0;
     std::uint8_t raised = 0;
-    function_.compute(operands, settings_, result, raised);
+    function_.compute(fields.values, settings_, result, raised);
+    if (check_) return compare(fields, result, raised);
     char* out = output_.reserve(80);
     for (int k = 0; k < function_.arity; ++k) {
-      out = write_hex(out, operands[k], function_.operand_digits[k]);
+      out = write_hex(out, fields.values[k], hex_digits_of(function_.operand_bits[k]));
       *out++ = ' ';
     }
-    out = write_hex(out, result, function_.result_digits);
+    out = write_hex(out, result, hex_digits_of(function_.result_bits));
     *out++ = ' ';
     out = write_hex(out, raised, 2);
     *out++ = '\n';
     output_.commit(out);
   }
 
-  void bad(const char* start, const char* end) {
-    report(std::string_view(start, static_cast<std::size_t>(end - start)), nullptr);
+  void compare(const line_fields& fields, std::uint64_t result, std::uint8_t raised) {
+    ++cases_;
+    const std::uint64_t expected = fields.values[function_.arity];
+    const auto expected_flags = static_cast<std::uint8_t>(fields.values[function_.arity + 1]);
+    if (result == expected && raised == expected_flags) return;
+    if (mismatches_++ == 0) first_mismatch_ = describe_mismatch(fields, result, raised);
   }
 
-  void report(std::string_view text, const char* why) {
+  // The first mismatch in full: operands, the capture's result against the model's, and the model's trace.
+  std::string describe_mismatch(const line_fields& fields, std::uint64_t result, std::uint8_t raised) const {
+    const std::uint64_t expected = fields.values[function_.arity];
+    const auto expected_flags = static_cast<std::uint8_t>(fields.values[function_.arity + 1]);
+    std::string out = fmt::format("first mismatch, line {}: {}", line_number_, function_.name);
+    for (int k = 0; k < function_.arity; ++k) out += " " + hex_field(fields.values[k], function_.operand_bits[k]);
+    out += fmt::format("\n  capture {} {:02X} ({})\n  model   {} {:02X} ({})\n",
+                       hex_field(expected, function_.result_bits), expected_flags, flag_names(expected_flags),
+                       hex_field(result, function_.result_bits), raised, flag_names(raised));
+    const bool float_result =
+        function_.kind == function_kind::arithmetic || function_.kind == function_kind::from_integer;
+    if (float_result) {
+      out += "the capture's result (got) against the model's:\n";
+      out += side_by_side(function_.result_format, static_cast<std::uint32_t>(expected),
+                          static_cast<std::uint32_t>(result));
+    }
+    if (function_.traced_op.empty()) {
+      out += "(no trace: `bitexact trace` explains add, sub, mul, fma, div, sqrt and conversions between formats)\n";
+      return out;
+    }
+    std::vector<parsed_operand> operands;
+    for (int k = 0; k < function_.arity; ++k)
+      operands.push_back({function_.operand_format, static_cast<std::uint32_t>(fields.values[k])});
+    out += "the model's trace:\n";
+    out += render(trace_operation(function_.traced_op, function_.result_format, settings_.env, operands),
+                  output_style::text);
+    return out;
+  }
+
+  // why: empty, or a reason ending in "; ".
+  void report(std::string_view text, const std::string& why) {
     ++bad_lines_;
-    if (text.size() > 60) text = text.substr(0, 60);
-    std::string expected = std::to_string(function_.arity) + " hex operand" + (function_.arity > 1 ? "s" : "") + " of at most ";
-    expected += std::to_string(function_.operand_digits[0]) + " digits";
-    for (int k = 1; k < function_.arity; ++k)
-      if (function_.operand_digits[k] != function_.operand_digits[0]) expected += " (then " + std::to_string(function_.operand_digits[k]) + ")";
-    const std::string message = "line " + std::to_string(line_number_) + ": " + (why ? std::string(why) + "; " : "") +
-                                "expected " + expected + " for " + function_.name + ", got '" + std::string(text) + "'";
+    std::string expected = fmt::format("{} hex operand{} of at most {} digits", function_.arity,
+                                       function_.arity > 1 ? "s" : "", hex_digits_of(function_.operand_bits[0]));
+    if (function_.arity > 1 && function_.operand_bits[1] != function_.operand_bits[0])
+      expected += fmt::format(" (then {})", hex_digits_of(function_.operand_bits[1]));
+    if (check_)
+      expected += fmt::format(", the expected result ({} digits) and flags (2 digits)",
+                              hex_digits_of(function_.result_bits));
+    const std::string message =
+        fmt::format("line {}: {}expected {} for {}, got {}", line_number_, why, expected, function_.name,
+                    quoted_input(text));
     if (stop_on_error_) {
       output_.flush();
       fail(message);
@@ -322,9 +431,13 @@ class evaluator {
   const eval_function& function_;
   eval_settings settings_;
   bool stop_on_error_;
+  bool check_;
   output_buffer output_;
   std::uint64_t line_number_ = 0;
   std::uint64_t bad_lines_ = 0;
+  std::uint64_t cases_ = 0;
+  std::uint64_t mismatches_ = 0;
+  std::string first_mismatch_;
   bool skipping_long_line_ = false;
 };
 
@@ -335,7 +448,9 @@ constexpr std::string_view eval_help =
     "each stdout line repeats them (upper-case, fixed width) and adds the result and the\n"
     "flags as two hex digits: 01 inexact, 02 underflow, 04 overflow, 08 infinite\n"
     "(divide by zero), 10 invalid. Comparisons give 1 or 0; conversions to integers write\n"
-    "8 (i32, ui32) or 16 (i64) hex digits. tf32 values are 19 bits, written as 5 digits.\n"
+    "8 (i32, ui32) or 16 (i64) hex digits. tf32 values are 19 bits, written as 5 digits\n"
+    "(1.0 is 1FC00); an operand that does not fit its bits is a bad line. Blank lines and\n"
+    "lines starting with # are skipped.\n"
     "\n"
     "FUNCTION, as TestFloat spells it, for F in f32 f16 bf16 tf32 e5m2 e4m3:\n"
     "  F_add F_sub F_mul F_mulAdd F_div F_sqrt\n"
@@ -343,48 +458,100 @@ constexpr std::string_view eval_help =
     "  F_to_G (G another of the formats), F_to_i32 F_to_i64 F_to_ui32, i32_to_F i64_to_F ui32_to_F\n"
     "  e.g. f32_add, f16_mulAdd, f32_to_bf16, bf16_to_f32, e4m3_mul, i32_to_f32\n"
     "\n"
+    "--check: each line also carries the expected result and flags (as testfloat_ver reads\n"
+    "them, e.g. from a GPU); every bit is compared, NaN payloads included. Prints the cases\n"
+    "compared and the mismatches, and for the first mismatch its operands, both results\n"
+    "decoded side by side and the model's trace.\n"
+    "\n"
     "options:\n"
     "%s"
     "  -rnear_even -rnear_maxMag -rminMag -rmin -rmax -rodd   TestFloat's rounding spellings\n"
     "  -tininessbefore -tininessafter                         TestFloat's tininess spellings\n"
-    "  --exact, -exact        conversions to integers raise inexact (TestFloat's -exact)\n"
+    "  --exact, -exact        conversions to integers raise inexact (TestFloat's -exact;\n"
+    "                         --notexact, -notexact: the default)\n"
+    "  --check                compare each line's result and flags with the model's\n"
     "  --stop-on-error        stop with status 2 at the first bad line (default: report it\n"
     "                         on stderr with its line number, go on, and exit with status 1)\n"
-    "  --list                 print every FUNCTION name and exit\n";
+    "  --list                 print every FUNCTION name and exit (alone)\n"
+    "Comparisons take only --daz; conversions to integers only --round, --random-bits,\n"
+    "--daz and --exact; conversions from integers only --round, --random-bits and --nan.\n"
+    "%s"
+    "Exit status: 0; 1 if a line was bad (each is reported on stderr, the rest evaluated);\n"
+    "2 for bad arguments or output that could not be written, with one line on stderr.\n"
+    "With --check: 0 all agree, 1 a mismatch, 2 a bad line, no cases or bad arguments.\n";
+
+// The environment options each kind of function reads, and why the others cannot matter.
+std::uint8_t effective_options(function_kind kind) {
+  switch (kind) {
+    case function_kind::comparison: return option_daz;
+    case function_kind::to_integer: return option_round | option_random_bits | option_daz;
+    case function_kind::from_integer: return option_round | option_random_bits | option_nan;
+    default: return every_environment_option;
+  }
+}
+
+constexpr std::string_view why_not_effective(function_kind kind) {
+  switch (kind) {
+    case function_kind::comparison: return "a comparison rounds nothing (only --daz applies)";
+    case function_kind::to_integer:
+      return "a conversion to an integer reads only --round, --random-bits, --daz and --exact";
+    default: return "a conversion from an integer reads only --round, --random-bits and --nan";
+  }
+}
 
 }  // namespace
 
 int eval_command(const arguments& args) {
+  if (asks_for_help(args)) {
+    std::printf(eval_help.data(), environment_help.data(), option_rule_help.data());
+    return 0;
+  }
+  const auto table = function_table();
+  if (!args.empty() && args.front() == "--list") {
+    if (args.size() > 1) fail("eval: --list takes no other arguments, not " + quoted_input(args[1]));
+    for (const auto& f : table) std::printf("%s\n", f.name.c_str());
+    return 0;
+  }
+  argument_reader reader(args, "eval");
   environment_options options;
   eval_settings settings;
-  bool stop_on_error = false;
+  bool stop_on_error = false, check = false, exact_given = false;
   std::string_view function_name;
-  const auto table = function_table();
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view arg = args[i];
-    if (arg == "--help" || arg == "-h") {
-      std::printf(eval_help.data(), environment_help.data());
-      return 0;
+  for (; !reader.at_end(); reader.next()) {
+    const std::string_view arg = reader.current();
+    if (take_environment_option(reader, options, true)) continue;
+    if (reader.take_flag("--stop-on-error")) {
+      stop_on_error = true;
+    } else if (reader.take_flag("--check")) {
+      check = true;
+    } else if (reader.take_flag("--exact") || reader.take_flag("-exact", "--exact")) {
+      settings.exact = exact_given = true;
+    } else if (reader.take_flag("--notexact", "--exact") || reader.take_flag("-notexact", "--exact")) {
+      exact_given = true;
+    } else if (arg == "--list") {
+      fail("eval: --list takes no other arguments; write bitexact eval --list");
+    } else if (!arg.empty() && arg[0] == '-') {
+      reader.unknown_option();
+    } else if (!function_name.empty()) {
+      fail("eval: one FUNCTION expected, got " + quoted_input(function_name) + " and " + quoted_input(arg));
+    } else {
+      function_name = arg;
     }
-    if (arg == "--list") {
-      for (const auto& f : table) std::printf("%s\n", f.name.c_str());
-      return 0;
-    }
-    if (take_environment_option(args, i, options, true)) continue;
-    if (arg == "--stop-on-error") stop_on_error = true;
-    else if (arg == "--exact" || arg == "-exact") settings.exact = true;
-    else if (arg == "--notexact" || arg == "-notexact") settings.exact = false;
-    else if (!arg.empty() && arg[0] == '-') fail("eval: unknown option '" + std::string(arg) + "'; see bitexact eval --help");
-    else if (!function_name.empty()) fail("eval: one FUNCTION expected, got '" + std::string(function_name) + "' and '" + std::string(arg) + "'");
-    else function_name = arg;
   }
   if (function_name.empty()) fail("eval: expected a FUNCTION such as f32_add; see bitexact eval --help");
-  if (options.env.rounding == rounding_mode::stochastic && !options.random_bits_given)
-    fail("eval: --round stochastic needs --random-bits N (the same bits serve every line)");
-  settings.env = options.env;
-  for (const auto& function : table)
-    if (function.name == function_name) return evaluator(function, settings, stop_on_error).run();
-  fail("eval: unknown function '" + std::string(function_name) + "'; expected e.g. f32_add, f16_mulAdd, f32_to_bf16 (bitexact eval --list)");
+  for (const auto& function : table) {
+    if (function.name != function_name) continue;
+    const std::string context = "eval " + function.name;
+    if (function.kind != function_kind::arithmetic)
+      check_environment_options(options, effective_options(function.kind), context, why_not_effective(function.kind));
+    else check_environment_options(options, every_environment_option, context, "");
+    if (exact_given && function.kind != function_kind::to_integer)
+      fail(context + ": --exact cannot change the result: it applies only to conversions to integers; drop it");
+    settings.env = options.env;
+    return evaluator(function, settings, stop_on_error, check).run();
+  }
+  fail("eval: unknown function " + quoted_input(function_name) +
+       "; expected e.g. f32_add, f16_mulAdd, f32_to_bf16 (bitexact eval --list)");
 }
 
 }  // namespace bitexact::cli

@@ -1,6 +1,8 @@
 // `bitexact`: trace one operation, evaluate TestFloat-style case streams, or
 // run the paper's worked example.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -18,6 +20,9 @@ int demo_command(const arguments& args);
 
 namespace {
 
+using bitexact::cli::fail;
+using bitexact::quoted_input;
+
 constexpr std::string_view top_help =
     "usage: bitexact COMMAND [arguments]\n"
     "\n"
@@ -29,10 +34,41 @@ constexpr std::string_view top_help =
     "  eval FUNCTION          evaluate Berkeley TestFloat lines from stdin (f32_add, bf16_mul, ...)\n"
     "  demo                   the paper's Section 3.3.2 example and bf16 accumulation bias\n"
     "\n"
-    "  bitexact COMMAND --help   help on one command\n"
+    "  bitexact COMMAND --help   help on one command (also: bitexact help COMMAND)\n"
     "  bitexact --version        the version\n"
     "\n"
-    "Bad input gives a one-line message on stderr and exit status 2.\n";
+    "Exit status: 0 success; 1 eval found bad input lines (each reported on stderr, the\n"
+    "rest evaluated) or eval --check found a mismatch; 2 bad arguments, or output that\n"
+    "could not be written, with a one-line message on stderr.\n";
+
+// Output lost to a full disk or a closed pipe is a failure, not a success: flush and look.
+int finish(int status) {
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout))
+    fail(std::string("cannot write to stdout") + (errno ? std::string(" (") + std::strerror(errno) + ")" : "") +
+         "; the output is incomplete");
+  return status;
+}
+
+int run(std::string_view command, const bitexact::cli::arguments& rest) {
+  using namespace bitexact::cli;
+  if (command == "--help" || command == "-h" || command == "help") {
+    const bool one_command = rest.size() == 1 && (rest[0] == "trace" || rest[0] == "eval" || rest[0] == "demo");
+    if (one_command) return run(rest.front(), {"--help"});
+    if (!rest.empty()) fail("help takes at most one COMMAND (trace, eval or demo), not " + quoted_input(rest.front()));
+    std::fputs(top_help.data(), stdout);
+    return 0;
+  }
+  if (command == "--version" || command == "-V") {
+    if (!rest.empty()) fail("--version takes no arguments, not " + quoted_input(rest.front()));
+    std::printf("bitexact %s\n", BITEXACT_VERSION);
+    return 0;
+  }
+  if (command == "trace") return trace_command(rest);
+  if (command == "eval") return eval_command(rest);
+  if (command == "demo") return demo_command(rest);
+  fail("unknown command " + quoted_input(command) + "; expected trace, eval or demo (bitexact --help)");
+}
 
 }  // namespace
 
@@ -43,18 +79,5 @@ int main(int argc, char** argv) {
     std::fputs(top_help.data(), stderr);
     return 2;
   }
-  const std::string_view command = args.front();
-  const arguments rest(args.begin() + 1, args.end());
-  if (command == "--help" || command == "-h" || command == "help") {
-    std::fputs(top_help.data(), stdout);
-    return 0;
-  }
-  if (command == "--version" || command == "-V") {
-    std::printf("bitexact %s\n", BITEXACT_VERSION);
-    return 0;
-  }
-  if (command == "trace") return trace_command(rest);
-  if (command == "eval") return eval_command(rest);
-  if (command == "demo") return demo_command(rest);
-  fail("unknown command '" + std::string(command) + "'; expected trace, eval or demo (bitexact --help)");
+  return finish(run(args.front(), arguments(args.begin() + 1, args.end())));
 }

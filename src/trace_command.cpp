@@ -33,6 +33,8 @@ constexpr std::string_view trace_help =
     "  -2.296875  1e-3        decimal\n"
     "  0x1.8p-3               C hex float (the p exponent is required)\n"
     "  bf16:0xC013            bit pattern: needs a format prefix\n"
+    "  tf32:0x1FC00           tf32 patterns are its 19 bits: this is 1.0\n"
+    "  tf32:fp32:0x3F800000   tf32 as a GPU holds it, in fp32's bits (the low 13 must be 0)\n"
     "  bf16:-2.40625          a prefix also sets the format of a decimal or hex float\n"
     "  inf -inf nan           specials (nan is the format's default quiet NaN)\n"
     "  Unprefixed operands have the --from format. A decimal or hex float that the\n"
@@ -46,6 +48,9 @@ constexpr std::string_view trace_help =
     "%s"
     "  --output STYLE        text (default), md, latex, json\n"
     "  --exact-operands      refuse operands that are not exactly representable\n"
+    "--from needs an unprefixed operand; cmp takes only --from, --daz and --output.\n"
+    "%s"
+    "Exit status 0, or 2 with a one-line message on stderr.\n"
     "\n"
     "example: bitexact trace add fp32:0xC01A0E2E fp32:0xC0130000 --to bf16\n";
 
@@ -58,6 +63,12 @@ int arity_of(std::string_view op) {
 
 std::string hex_of(format f, std::uint32_t bits) {
   return fmt::format("0x{:0{}X}", bits, (f.width() + 3) / 4);
+}
+
+format format_named(std::string_view name) {
+  const auto named = format_from_name(name);
+  if (!named) fail("unknown format " + quoted_input(name) + "; expected one of " + std::string(format_names_hint));
+  return *named;
 }
 
 std::string describe_operand(const parsed_operand& x) {
@@ -100,51 +111,63 @@ int print_comparison(const parsed_operand& a, const parsed_operand& b, const env
 }  // namespace
 
 int trace_command(const arguments& args) {
+  if (asks_for_help(args)) {
+    std::printf(trace_help.data(), environment_help.data(), option_rule_help.data());
+    return 0;
+  }
+  argument_reader reader(args, "trace");
   environment_options options;
   std::optional<format> from, to;
   output_style style = output_style::text;
   bool exact_operands = false;
   std::vector<std::string_view> positional;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view arg = args[i];
+  for (; !reader.at_end(); reader.next()) {
+    const std::string_view arg = reader.current();
     std::string_view value;
-    if (arg == "--help" || arg == "-h") {
-      std::printf(trace_help.data(), environment_help.data());
-      return 0;
-    }
-    if (take_environment_option(args, i, options, false)) continue;
-    if (take_value(args, i, "--from", value) || take_value(args, i, "--to", value)) {
-      const auto named = format_from_name(value);
-      if (!named) fail("unknown format '" + std::string(value) + "'; expected one of " + std::string(format_names_hint));
-      (arg.substr(0, 4) == "--fr" ? from : to) = *named;
-    } else if (take_value(args, i, "--output", value)) {
+    if (take_environment_option(reader, options, false)) continue;
+    if (reader.take_value("--from", value)) {
+      from = format_named(value);
+    } else if (reader.take_value("--to", value)) {
+      to = format_named(value);
+    } else if (reader.take_value("--output", value)) {
       if (const auto named = output_style_from_name(value)) style = *named;
-      else fail("--output expects text, md, latex or json, not '" + std::string(value) + "'");
-    } else if (arg == "--exact-operands") {
+      else fail("--output expects text, md, latex or json, not " + quoted_input(value));
+    } else if (reader.take_flag("--exact-operands")) {
       exact_operands = true;
     } else if (arg.size() > 1 && arg[0] == '-' && arg[1] == '-') {
-      fail("trace: unknown option '" + std::string(arg) + "'; see bitexact trace --help");
+      reader.unknown_option();
     } else {
       positional.push_back(arg);  // operands such as -2.5 start with a single dash
     }
   }
-  if (positional.empty()) fail("trace: expected an operation (add sub mul fma div sqrt convert cmp); see bitexact trace --help");
+  if (positional.empty())
+    fail("trace: expected an operation (add sub mul fma div sqrt convert cmp); see bitexact trace --help");
   const std::string_view op = positional.front();
   const int arity = arity_of(op);
-  if (arity == 0) fail("trace: unknown operation '" + std::string(op) + "'; expected add, sub, mul, fma, div, sqrt, convert or cmp");
+  if (arity == 0)
+    fail("trace: unknown operation " + quoted_input(op) + "; expected add, sub, mul, fma, div, sqrt, convert or cmp");
+  const std::string context = "trace " + std::string(op);
   if (static_cast<int>(positional.size()) - 1 != arity)
-    fail(fmt::format("trace {}: expected {} operand{}, got {}", op, arity, arity > 1 ? "s" : "", positional.size() - 1));
-  if (options.env.rounding == rounding_mode::stochastic && !options.random_bits_given)
-    fail("trace: --round stochastic needs --random-bits N (e.g. --random-bits 0x80000000)");
+    fail(fmt::format("{}: expected {} operand{}, got {}", context, arity, arity > 1 ? "s" : "", positional.size() - 1));
+  if (op == "cmp") {
+    if (to)
+      fail("trace cmp: --to cannot change the result: a comparison rounds nothing and has no result format; drop it");
+    check_environment_options(options, option_daz, context, "a comparison rounds nothing (only --daz applies)");
+  } else {
+    check_environment_options(options, every_environment_option, context, "");
+  }
 
   std::vector<parsed_operand> operands;
+  bool every_operand_prefixed = true;
   for (int k = 0; k < arity; ++k) {
     const std::string_view text = positional[static_cast<std::size_t>(k) + 1];
+    every_operand_prefixed &= text.find(':') != std::string_view::npos;
     const operand_parse parsed = parse_operand(text, from.value_or(fp32));
     if (!parsed.ok()) fail(parsed.error);
     const parsed_operand& x = parsed.operand;
     if (!x.exact) {
-      const std::string what = fmt::format("operand {} '{}' is not exactly representable in {}", k + 1, text, name_of(x.fmt));
+      const std::string what =
+          fmt::format("operand {} {} is not exactly representable in {}", k + 1, quoted_input(text), name_of(x.fmt));
       if (exact_operands) fail(what + "; the nearest is " + describe_operand(x) + " (drop --exact-operands to use it)");
       note(what + (x.rounded_to_zero ? "; it rounds to zero: using " + describe_operand(x)
                                      : "; using the nearest (ties to even), " + describe_operand(x) +
@@ -152,27 +175,32 @@ int trace_command(const arguments& args) {
     }
     operands.push_back(x);
   }
+  if (from && every_operand_prefixed)
+    fail(context + ": --from cannot change the result: it sets the format of unprefixed operands, and every "
+                   "operand here has a FORMAT: prefix; drop it");
   if (op == "cmp") return print_comparison(operands[0], operands[1], options.env, style);
 
   if (op == "fma" && operands[0].fmt != operands[1].fmt)
     fail(fmt::format("trace fma: the factors a and b must share a format (got {} and {}); the addend may differ",
                      name_of(operands[0].fmt), name_of(operands[1].fmt)));
-  format result_format = operands[0].fmt;
+  const parsed_operand& first = operands[0];
+  const parsed_operand& last = operands[static_cast<std::size_t>(arity) - 1];
+  // Checked before the advice to add --to, which cannot help here.
+  if (!supported_operand_pair(first.fmt, last.fmt))
+    fail(fmt::format("{}: operands of {} and {} cannot be mixed (a mix needs one of them in fp32, as an fp32 "
+                     "accumulator with a narrow value); write both in one format, e.g. {}:{}",
+                     context, name_of(first.fmt), name_of(last.fmt), name_of(first.fmt),
+                     to_double(last.fmt, last.bits)));
+  format result_format = first.fmt;
   if (to) {
     result_format = *to;
   } else if (op == "convert") {
     fail("trace convert: name the result format with --to FORMAT");
-  } else {
-    for (const auto& x : operands)
-      if (x.fmt != result_format)
-        fail(fmt::format("trace {}: operands are {} and {}; name the result format with --to FORMAT", op,
-                         name_of(result_format), name_of(x.fmt)));
+  } else if (first.fmt != last.fmt) {
+    fail(fmt::format("{}: operands are {} and {}; name the result format with --to FORMAT", context,
+                     name_of(first.fmt), name_of(last.fmt)));
   }
 
-  if (arity >= 2 && !supported_operand_pair(operands[0].fmt, operands[arity == 3 ? 2 : 1].fmt))
-    fail(fmt::format("trace {}: operands of {} and {} cannot be mixed; mixed operands need one of them in fp32 "
-                     "(e.g. an fp32 accumulator and a bf16 value)",
-                     op, name_of(operands[0].fmt), name_of(operands[arity == 3 ? 2 : 1].fmt)));
   const trace record = trace_operation(op, result_format, options.env, operands);
   const std::string text = render(record, style);
   std::fwrite(text.data(), 1, text.size(), stdout);

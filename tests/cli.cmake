@@ -7,12 +7,17 @@
 
 if(CMAKE_SCRIPT_MODE_FILE)
   string(REPLACE "|" ";" arguments "${ARGS}")
+  set(redirections)
+  set(out "")
   if(DEFINED INPUT)
-    execute_process(COMMAND ${BINARY} ${arguments} INPUT_FILE ${INPUT}
-                    OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
-  else()
-    execute_process(COMMAND ${BINARY} ${arguments} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+    list(APPEND redirections INPUT_FILE ${INPUT})
   endif()
+  if(DEFINED OUTPUT_FILE)  # e.g. /dev/full, to see a failed write reported
+    list(APPEND redirections OUTPUT_FILE ${OUTPUT_FILE})
+  else()
+    list(APPEND redirections OUTPUT_VARIABLE out)
+  endif()
+  execute_process(COMMAND ${BINARY} ${arguments} ${redirections} ERROR_VARIABLE err RESULT_VARIABLE rc)
   set(shown "bitexact ${arguments}\n--- stdout ---\n${out}\n--- stderr ---\n${err}")
   if(NOT rc STREQUAL RC)
     message(FATAL_ERROR "exit status ${rc}, expected ${RC}\n${shown}")
@@ -59,10 +64,10 @@ endif()
 set(BITEXACT_CLI_DRIVER ${CMAKE_CURRENT_LIST_FILE})
 set(BITEXACT_CLI_DATA ${CMAKE_CURRENT_BINARY_DIR}/cli)
 
-# bitexact_cli_test(name ARGS a b ... [RC n] [INPUT file] [EXPECT file]
+# bitexact_cli_test(name ARGS a b ... [RC n] [INPUT file] [OUTPUT_FILE file] [EXPECT file]
 #                   [CONTAINS s ...] [ERROR_CONTAINS s ...] [ONE_LINE_ERROR])
 function(bitexact_cli_test name)
-  cmake_parse_arguments(T "ONE_LINE_ERROR" "RC;INPUT;EXPECT" "ARGS;CONTAINS;ERROR_CONTAINS" ${ARGN})
+  cmake_parse_arguments(T "ONE_LINE_ERROR" "RC;INPUT;OUTPUT_FILE;EXPECT" "ARGS;CONTAINS;ERROR_CONTAINS" ${ARGN})
   if(NOT DEFINED T_RC)
     set(T_RC 0)
   endif()
@@ -70,6 +75,9 @@ function(bitexact_cli_test name)
   set(definitions -DBINARY=$<TARGET_FILE:bitexact_cli> "-DARGS=${joined}" -DRC=${T_RC})
   if(T_INPUT)
     list(APPEND definitions -DINPUT=${T_INPUT})
+  endif()
+  if(T_OUTPUT_FILE)
+    list(APPEND definitions -DOUTPUT_FILE=${T_OUTPUT_FILE})
   endif()
   if(T_EXPECT)
     list(APPEND definitions -DEXPECT=${T_EXPECT})
@@ -93,10 +101,15 @@ bitexact_add_test_program(test_cli_parse test_cli_parse.cpp)
 add_test(NAME cli_parse COMMAND test_cli_parse)
 
 # --- help and version --------------------------------------------------------
-bitexact_cli_test(help ARGS --help CONTAINS "trace OP" "eval FUNCTION" "demo")
+bitexact_cli_test(help ARGS --help CONTAINS "trace OP" "eval FUNCTION" "demo"
+  "1 eval found bad input lines" "2 bad arguments, or output that\ncould not be written")
+bitexact_cli_test(help_command ARGS help trace CONTAINS "usage: bitexact trace")
+bitexact_cli_test(error_help_two_commands RC 2 ARGS help trace eval ONE_LINE_ERROR)
+bitexact_cli_test(error_version_extra_argument RC 2 ARGS --version extra ONE_LINE_ERROR ERROR_CONTAINS "'extra'")
 bitexact_cli_test(version ARGS --version CONTAINS "bitexact ${PROJECT_VERSION}")
-bitexact_cli_test(trace_help ARGS trace --help CONTAINS "--round MODE" "--output STYLE" "bf16:0xC013")
-bitexact_cli_test(eval_help ARGS eval --help CONTAINS "f16_mulAdd" "-rminMag" "--stop-on-error")
+bitexact_cli_test(trace_help ARGS trace --help CONTAINS "--round MODE" "--output STYLE" "bf16:0xC013"
+  "tf32:0x1FC00           tf32 patterns are its 19 bits: this is 1.0" "tf32:fp32:0x3F800000")
+bitexact_cli_test(eval_help ARGS eval --help CONTAINS "f16_mulAdd" "-rminMag" "--stop-on-error" "--check")
 bitexact_cli_test(demo_help ARGS demo --help CONTAINS "Section 3.3.2")
 
 # --- trace: the golden example -------------------------------------------------
@@ -135,7 +148,12 @@ bitexact_cli_test(error_empty_operand RC 2 ARGS trace add bf16: 1 ONE_LINE_ERROR
 bitexact_cli_test(error_decimal_overflow RC 2 ARGS trace add 1e39 1 ONE_LINE_ERROR ERROR_CONTAINS "beyond the largest finite")
 bitexact_cli_test(error_e4m3_infinity RC 2 ARGS trace add e4m3:inf e4m3:1 ONE_LINE_ERROR ERROR_CONTAINS "no infinity")
 bitexact_cli_test(error_inexact_refused RC 2 ARGS trace add 0.1 1 --exact-operands ONE_LINE_ERROR)
-bitexact_cli_test(error_mixed_formats_without_to RC 2 ARGS trace add bf16:1 fp16:1 ONE_LINE_ERROR ERROR_CONTAINS "--to")
+bitexact_cli_test(error_mixed_formats_without_to RC 2 ARGS trace add bf16:1 fp32:1 ONE_LINE_ERROR ERROR_CONTAINS "--to")
+# No --to can help bf16 with fp16: the message must not advise one, and its own advice must work.
+bitexact_cli_test(error_mixed_formats_unsupported RC 2 ARGS trace add bf16:1 fp16:1 --to bf16 ONE_LINE_ERROR
+  ERROR_CONTAINS "operands of bf16 and fp16 cannot be mixed" "write both in one format, e.g. bf16:1")
+bitexact_cli_test(error_mixed_formats_unsupported_without_to RC 2 ARGS trace add bf16:1 fp16:1 ONE_LINE_ERROR
+  ERROR_CONTAINS "cannot be mixed")
 bitexact_cli_test(error_convert_without_to RC 2 ARGS trace convert 1 ONE_LINE_ERROR)
 bitexact_cli_test(error_unknown_option RC 2 ARGS trace add 1 1 --frobnicate ONE_LINE_ERROR)
 bitexact_cli_test(error_option_without_value RC 2 ARGS trace add 1 1 --to ONE_LINE_ERROR)
@@ -219,3 +237,89 @@ bitexact_cli_test(eval_bad_line_stops RC 2 ARGS eval f32_add --stop-on-error INP
 # --- demo ------------------------------------------------------------------------------
 bitexact_cli_test(demo ARGS demo --additions 1000
   CONTAINS "0xC0968717" "0xC097" "-0.014759540557861328" "01 + 11 = 10[0]" "with residue")
+
+# --- output that cannot be written is a failure (Linux: /dev/full refuses every write) ---
+if(EXISTS /dev/full)
+  file(WRITE ${BITEXACT_CLI_DATA}/one_f32_add.in "3F800000 3F800000\n")
+  foreach(command IN ITEMS "trace|add|1|2" "demo|--additions|10" "--help" "eval|f32_add")
+    string(REGEX REPLACE "^-*([a-z]+).*" "\\1" command_name "${command}")
+    string(REPLACE "|" ";" command_arguments "${command}")
+    bitexact_cli_test(full_disk_${command_name} RC 2 ARGS ${command_arguments} OUTPUT_FILE /dev/full
+      INPUT ${BITEXACT_CLI_DATA}/one_f32_add.in ONE_LINE_ERROR ERROR_CONTAINS "cannot write to stdout")
+  endforeach()
+endif()
+
+# --- echoed input is quoted, escaped and shortened ----------------------------------------
+string(ASCII 27 escape)  # ESC c resets a terminal; a [ would split the CMake list
+bitexact_cli_test(error_escape_sequence_escaped RC 2 ARGS trace add "${escape}cred" 1 ONE_LINE_ERROR
+  ERROR_CONTAINS "'\\x1Bcred'")
+string(REPEAT "1" 100000 long_operand)
+bitexact_cli_test(error_long_operand_shortened RC 2 ARGS trace add ${long_operand} 1 ONE_LINE_ERROR
+  ERROR_CONTAINS "111...' (100000 characters) has too many digits")
+# A NUL in an eval line is shown, not taken for the end of the message.
+bitexact_cli_test(eval_nul_escaped RC 1 ARGS eval f32_add INPUT ${CMAKE_CURRENT_LIST_DIR}/cli/nul_in_line.in
+  ERROR_CONTAINS "got '3F80\\x00 3F800000'")
+
+# --- one rule for options: --name VALUE or --name=VALUE, each once, none without effect --------
+bitexact_cli_test(option_equals_form_trace ARGS trace convert 1.5 --from=bf16 --to=fp16 --round=rtz --output=json
+  CONTAINS "\"bits\": \"0x3E00\"")
+bitexact_cli_test(option_equals_form_eval ARGS eval f32_add --round=minMag INPUT ${BITEXACT_CLI_DATA}/f32_add_minmag.in
+  EXPECT ${BITEXACT_CLI_DATA}/f32_add_minmag.expected)
+bitexact_cli_test(option_equals_form_demo ARGS demo --additions=10 --output=md CONTAINS "with residue")
+bitexact_cli_test(error_repeated_option RC 2 ARGS trace add 1 1 --to bf16 --to=fp16 ONE_LINE_ERROR
+  ERROR_CONTAINS "--to is given twice")
+bitexact_cli_test(error_repeated_rounding_spellings RC 2 ARGS eval f32_add --round rtz -rminMag ONE_LINE_ERROR
+  ERROR_CONTAINS "--round is given twice")
+bitexact_cli_test(error_flag_with_value RC 2 ARGS trace add 1 1 --ftz=1 ONE_LINE_ERROR ERROR_CONTAINS "takes no value")
+bitexact_cli_test(error_random_bits_without_stochastic RC 2 ARGS trace add 1 1 --random-bits 5 ONE_LINE_ERROR
+  ERROR_CONTAINS "--random-bits is read only by --round stochastic")
+bitexact_cli_test(error_to_on_comparison RC 2 ARGS trace cmp 1 2 --to bf16 ONE_LINE_ERROR ERROR_CONTAINS "a comparison")
+bitexact_cli_test(error_rounding_on_comparison RC 2 ARGS trace cmp 1 2 --round rtz ONE_LINE_ERROR
+  ERROR_CONTAINS "--round cannot change the result")
+bitexact_cli_test(trace_cmp_daz ARGS trace cmp fp32:0x00000001 0 --daz CONTAINS "==")
+bitexact_cli_test(error_from_with_every_operand_prefixed RC 2 ARGS trace add bf16:1 bf16:1 --from fp16 ONE_LINE_ERROR
+  ERROR_CONTAINS "--from cannot change the result")
+bitexact_cli_test(error_eval_exact_on_add RC 2 ARGS eval f32_add --exact ONE_LINE_ERROR
+  ERROR_CONTAINS "--exact cannot change the result")
+bitexact_cli_test(error_eval_ftz_on_comparison RC 2 ARGS eval f32_lt --ftz ONE_LINE_ERROR
+  ERROR_CONTAINS "--ftz cannot change the result")
+bitexact_cli_test(error_eval_list_with_more RC 2 ARGS eval --list f32_add ONE_LINE_ERROR)
+bitexact_cli_test(error_demo_json RC 2 ARGS demo --output json ONE_LINE_ERROR ERROR_CONTAINS "not one JSON document")
+
+# --- tf32: 19-bit patterns, or fp32's bits as a GPU holds them --------------------------------
+file(WRITE ${BITEXACT_CLI_DATA}/tf32_add.in "FFFFF 1FC00\n1FC00 1FC00\n3F800000 1FC00\n")
+file(WRITE ${BITEXACT_CLI_DATA}/tf32_add.expected "1FC00 1FC00 20000 00\n")
+bitexact_cli_test(eval_tf32_operand_too_wide RC 1 ARGS eval tf32_add INPUT ${BITEXACT_CLI_DATA}/tf32_add.in
+  EXPECT ${BITEXACT_CLI_DATA}/tf32_add.expected
+  ERROR_CONTAINS "line 1: operand 1 FFFFF does not fit in 19 bits" "line 3: tf32 values are 19 bits")
+bitexact_cli_test(trace_tf32_in_fp32_bits ARGS trace add tf32:fp32:0x3F800000 tf32:0x1FC00 CONTAINS "tf32:0x20000 (2)")
+bitexact_cli_test(error_tf32_in_fp32_low_bits RC 2 ARGS trace add tf32:fp32:0x3F800001 tf32:1 ONE_LINE_ERROR
+  ERROR_CONTAINS "low 13 bits 0x1")
+
+# --- eval --check: lines that carry the expected result and flags -----------------------------
+file(WRITE ${BITEXACT_CLI_DATA}/check_agrees.in
+  "# f32_add as testfloat_gen writes it\n"
+  "3F800000 3F800000 40000000 00\n"
+  "3F800000 33800000 3F800000 01\n")
+bitexact_cli_test(eval_check_agrees ARGS eval f32_add --check INPUT ${BITEXACT_CLI_DATA}/check_agrees.in
+  CONTAINS "f32_add --check: 2 cases compared, 0 mismatches\n")
+# Line 3 claims 1 + 2^-24 rounds up (ties to even keeps 1); line 4 claims no inexact flag.
+file(WRITE ${BITEXACT_CLI_DATA}/check_mismatch.in
+  "3F800000 3F800000 40000000 00\n"
+  "# a GPU capture\n"
+  "3F800000 33800000 3F800001 01\n"
+  "3F800000 33800001 3F800001 00\n")
+bitexact_cli_test(eval_check_mismatch RC 1 ARGS eval f32_add --check INPUT ${BITEXACT_CLI_DATA}/check_mismatch.in
+  CONTAINS "f32_add --check: 3 cases compared, 2 mismatches\n"
+  "first mismatch, line 3: f32_add 3F800000 33800000\n  capture 3F800001 01 (inexact)\n  model   3F800000 01 (inexact)"
+  "0x3F800001                         0x3F800000   <- differs" "guard 1 | round 0 | sticky bits 0")
+bitexact_cli_test(eval_check_bad_line RC 2 ARGS eval f32_add --check INPUT ${BITEXACT_CLI_DATA}/f32_add.in
+  CONTAINS "0 cases compared, 0 mismatches, 8 bad lines" ERROR_CONTAINS "the expected result (8 digits) and flags")
+file(WRITE ${BITEXACT_CLI_DATA}/comments_only.in "# nothing\n\n")
+bitexact_cli_test(eval_check_no_cases RC 2 ARGS eval f32_add --check INPUT ${BITEXACT_CLI_DATA}/comments_only.in
+  ONE_LINE_ERROR ERROR_CONTAINS "no cases")
+file(WRITE ${BITEXACT_CLI_DATA}/comments.in
+  "# operands of f32_add\n3F800000 3F800000\n  # indented\n3F800000 33800000\n")
+file(WRITE ${BITEXACT_CLI_DATA}/comments.expected "3F800000 3F800000 40000000 00\n3F800000 33800000 3F800000 01\n")
+bitexact_cli_test(eval_comment_lines ARGS eval f32_add INPUT ${BITEXACT_CLI_DATA}/comments.in
+  EXPECT ${BITEXACT_CLI_DATA}/comments.expected)

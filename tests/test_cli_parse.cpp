@@ -33,6 +33,25 @@ TEST_CASE("bit patterns need a prefix and fit their format") {
   CHECK_FALSE(error_of("bf16:0x").empty());
 }
 
+TEST_CASE("tf32 in fp32 bits, as a GPU holds it, is the upper 19 bits; low bits set are refused") {
+  CHECK(bits_of("tf32:fp32:0x3F800000") == 0x1FC00u);
+  CHECK(parse_operand("tf32:fp32:0x3F800000", fp32).operand.fmt == tf32);
+  CHECK(bits_of("tf32:fp32:0xC0132000") == bits_of("tf32:0x60099"));
+  CHECK(error_of("tf32:fp32:0x3F801000") == "'tf32:fp32:0x3F801000' sets bits below tf32's 19 (low 13 bits "
+                                             "0x1000); in fp32 bits a tf32 value has them zero: round it with "
+                                             "bitexact trace convert 'fp32:0x3F801000' --to tf32");
+  CHECK(error_of("tf32:fp32:1.5").find("write a 32-bit pattern") != std::string::npos);
+  CHECK(error_of("tf32:fp32:0x1FFFFFFFF").find("does not fit in fp32's 32 bits") != std::string::npos);
+}
+
+TEST_CASE("echoed input is quoted with control bytes escaped and long text cut") {
+  CHECK(quoted_input("1.5x") == "'1.5x'");
+  CHECK(quoted_input(std::string_view("\x1B[2J\0z\xFF", 7)) == "'\\x1B[2J\\x00z\\xFF'");
+  CHECK(quoted_input(std::string(49, '7')) == "'" + std::string(48, '7') + "...' (49 characters)");
+  CHECK(error_of(std::string(1000, '1')) == "'" + std::string(48, '1') + "...' (1000 characters) has too many "
+                                                                      "digits (at most 800)");
+}
+
 TEST_CASE("decimals convert exactly when they can and are marked when rounded") {
   CHECK(bits_of("-2.296875") == 0xC0130000u);
   CHECK(bits_of("-2.40625", bf16) == 0xC01Au);

@@ -12,7 +12,9 @@
 // else the caller's default applies):
 //   decimal      -2.296875   1e-3   bf16:-2.40625
 //   bit pattern  bf16:0xC013  fp32:0xC01A0E2E   (the prefix is required: an
-//                unprefixed 0xC013 could be a pattern or the integer 49171)
+//                unprefixed 0xC013 could be a pattern or the integer 49171);
+//                tf32 patterns are 19 bits (1.0 is tf32:0x1FC00), or fp32's
+//                bits with the low 13 zero, as a GPU holds them: tf32:fp32:0x3F800000
 //   C hex float  0x1.8p-3   -0x1p+127           (the `p` exponent is required)
 //   specials     inf  +inf  -inf  infinity  nan  -nan  (a quiet NaN)
 // A decimal or hex float is rounded to nearest (ties to even) in its format;
@@ -104,6 +106,26 @@ struct operand_parse {
   bool ok() const { return error.empty(); }
 };
 
+// Input echoed in a message: in single quotes, every byte outside printable ASCII written as \xNN (so a
+// terminal escape cannot reach the terminal and a NUL cannot cut the message short), and text longer than
+// 48 characters cut there, with its length.
+inline std::string quoted_input(std::string_view text) {
+  constexpr std::size_t shown = 48;
+  std::string out = "'";
+  for (const char c : text.substr(0, shown)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7F) {
+      out += c;
+    } else {
+      out += "\\x";
+      out += "0123456789ABCDEF"[byte >> 4];
+      out += "0123456789ABCDEF"[byte & 15];
+    }
+  }
+  if (text.size() > shown) return out + "...' (" + std::to_string(text.size()) + " characters)";
+  return out + "'";
+}
+
 namespace detail {
 
 constexpr int hex_digit_value(char c) {
@@ -111,6 +133,13 @@ constexpr int hex_digit_value(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
+}
+
+inline std::string hex_string(std::uint64_t value) {
+  std::string hex;
+  do hex.insert(hex.begin(), "0123456789ABCDEF"[value & 15]);
+  while (value >>= 4);
+  return "0x" + hex;
 }
 
 constexpr bool starts_with_hex_prefix(std::string_view s) {
@@ -129,14 +158,13 @@ inline std::pair<std::uint32_t, flags> round_to_format(format f, bool sign, int 
   return {bits, raised};
 }
 
-inline std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
 
 // A finite nonzero magnitude rounded into f: fills `out`, or returns an error.
 inline std::string finish_rounded(std::string_view text, format f, bool sign, int exponent, std::uint64_t significand,
                                   bool inexact_below, parsed_operand& out) {
   const auto [bits, raised] = round_to_format(f, sign, exponent, significand, inexact_below);
   if (raised.any(flags::overflow))
-    return quoted(text) + " is beyond the largest finite " + std::string(name_of(f)) +
+    return quoted_input(text) + " is beyond the largest finite " + std::string(name_of(f)) +
            " value; write inf or -inf for an infinity, or a bit pattern";
   out.bits = bits;
   out.exact = !raised.any(flags::inexact);
@@ -157,7 +185,7 @@ inline std::string parse_decimal(std::string_view whole, std::string_view text, 
     if (c == '.' && !seen_point) {
       seen_point = true;
     } else if (c >= '0' && c <= '9') {
-      if (++digits > max_digits) return quoted(whole) + " has too many digits (at most 800)";
+      if (++digits > max_digits) return quoted_input(whole) + " has too many digits (at most 800)";
       mantissa = mantissa * 10 + (c - '0');
       if (seen_point) ++fraction_digits;
     } else {
@@ -174,11 +202,11 @@ inline std::string parse_decimal(std::string_view whole, std::string_view text, 
     for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++exponent_digits)
       if (exponent10 < 100000) exponent10 = exponent10 * 10 + (text[i] - '0');
     if (exponent_digits == 0)
-      return quoted(whole) + " has an exponent marker without digits; expected a decimal like 1e-3";
+      return quoted_input(whole) + " has an exponent marker without digits; expected a decimal like 1e-3";
     if (negative_exponent) exponent10 = -exponent10;
   }
   if (i != text.size())
-    return quoted(whole) + " is not a number; expected a decimal (-2.296875, 1e-3), a hex float (0x1.8p-3), "
+    return quoted_input(whole) + " is not a number; expected a decimal (-2.296875, 1e-3), a hex float (0x1.8p-3), "
                            "a bit pattern with a format prefix (bf16:0xC013), inf or nan";
   out.syntax = operand_syntax::decimal;
   if (mantissa == 0) {
@@ -231,12 +259,13 @@ inline std::string parse_hex_float(std::string_view whole, std::string_view text
       if (seen_point) exponent -= 4;
     }
   }
-  if (digits == 0) return quoted(whole) + " has no hex digits after 0x";
+  if (digits == 0) return quoted_input(whole) + " has no hex digits after 0x";
   if (i == text.size() || (text[i] != 'p' && text[i] != 'P')) {
     if (i == text.size() && !seen_point)
-      return quoted(whole) + " is ambiguous: write " + std::string(name_of(f)) + ":" + std::string(text) +
-             " for a bit pattern, or " + std::string(text) + "p0 for a hex float";
-    return quoted(whole) + " is a hex float without its binary exponent; expected e.g. 0x1.8p-3";
+      return quoted_input(whole) + " is ambiguous: write " +
+             quoted_input(std::string(name_of(f)) + ":" + std::string(text)) + " for a bit pattern, or " +
+             quoted_input(std::string(text) + "p0") + " for a hex float";
+    return quoted_input(whole) + " is a hex float without its binary exponent; expected e.g. 0x1.8p-3";
   }
   ++i;
   bool negative_exponent = false;
@@ -246,7 +275,7 @@ inline std::string parse_hex_float(std::string_view whole, std::string_view text
   for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++p_digits)
     if (p < 100000) p = p * 10 + (text[i] - '0');
   if (p_digits == 0 || i != text.size())
-    return quoted(whole) + " has a malformed binary exponent; expected e.g. 0x1.8p-3";
+    return quoted_input(whole) + " has a malformed binary exponent; expected e.g. 0x1.8p-3";
   exponent += negative_exponent ? -p : p;
   out.syntax = operand_syntax::hex_float;
   if (significand == 0 && !lost) {
@@ -271,7 +300,7 @@ inline operand_parse parse_operand(std::string_view text, format default_format)
     const std::string_view prefix = text.substr(0, colon);
     const auto named = format_from_name(prefix);
     if (!named) {
-      result.error = "unknown format " + detail::quoted(prefix) + " in " + detail::quoted(whole) + "; expected one of " +
+      result.error = "unknown format " + quoted_input(prefix) + " in " + quoted_input(whole) + "; expected one of " +
                      std::string(format_names_hint);
       return result;
     }
@@ -279,9 +308,29 @@ inline operand_parse parse_operand(std::string_view text, format default_format)
     prefixed = true;
     text.remove_prefix(colon + 1);
   }
+  // tf32 as a GPU register holds it, in fp32's bits: tf32:fp32:0x3F800000 is tf32:0x1FC00. A pattern that
+  // sets any of the low 13 bits is not a tf32 value, so it is refused rather than truncated.
+  if (out.fmt == tf32 && text.substr(0, 5) == "fp32:") {
+    const std::string_view pattern = text.substr(5);
+    if (!detail::starts_with_hex_prefix(pattern) || pattern.find_first_of(".pP") != std::string_view::npos) {
+      result.error = quoted_input(whole) + ": after tf32:fp32: write a 32-bit pattern, e.g. tf32:fp32:0x3F800000";
+      return result;
+    }
+    result = parse_operand(text, fp32);
+    if (!result.ok()) return result;
+    if (const std::uint32_t low_bits = result.operand.bits & 0x1FFFu) {
+      result.error = quoted_input(whole) + " sets bits below tf32's 19 (low 13 bits " + detail::hex_string(low_bits) +
+                     "); in fp32 bits a tf32 value has them zero: round it with bitexact trace convert " +
+                     quoted_input(text) + " --to tf32";
+      return result;
+    }
+    result.operand.fmt = tf32;
+    result.operand.bits >>= 13;
+    return result;
+  }
   const format f = out.fmt;
   if (text.empty()) {
-    result.error = "empty operand" + (prefixed ? " after " + detail::quoted(whole) : std::string()) +
+    result.error = "empty operand" + (prefixed ? " after " + quoted_input(whole) : std::string()) +
                    "; expected a number, a bit pattern (bf16:0xC013), inf or nan";
     return result;
   }
@@ -293,7 +342,7 @@ inline operand_parse parse_operand(std::string_view text, format default_format)
     for (std::size_t i = 2; i < text.size(); ++i) {
       const int digit = detail::hex_digit_value(text[i]);
       if (digit < 0) {
-        result.error = detail::quoted(whole) + " has a non-hex character " + detail::quoted(text.substr(i, 1)) +
+        result.error = quoted_input(whole) + " has a non-hex character " + quoted_input(text.substr(i, 1)) +
                        "; expected a bit pattern like " + std::string(name_of(f)) + ":0xC013";
         return result;
       }
@@ -306,16 +355,10 @@ inline operand_parse parse_operand(std::string_view text, format default_format)
     }
     const std::uint64_t mask = (std::uint64_t{1} << f.width()) - 1;
     if (digits == 0) {
-      result.error = detail::quoted(whole) + " has no hex digits after 0x";
+      result.error = quoted_input(whole) + " has no hex digits after 0x";
     } else if (pattern > mask) {
-      result.error = detail::quoted(whole) + " does not fit in " + std::string(name_of(f)) + "'s " +
-                     std::to_string(f.width()) + " bits (largest pattern 0x" +
-                     [&] {
-                       std::string hex;
-                       for (std::uint64_t m = mask; m; m >>= 4) hex.insert(hex.begin(), "0123456789ABCDEF"[m & 15]);
-                       return hex;
-                     }() +
-                     ")";
+      result.error = quoted_input(whole) + " does not fit in " + std::string(name_of(f)) + "'s " +
+                     std::to_string(f.width()) + " bits (largest pattern " + detail::hex_string(mask) + ")";
     } else {
       out.bits = static_cast<std::uint32_t>(pattern);
       out.syntax = operand_syntax::bit_pattern;
@@ -331,7 +374,7 @@ inline operand_parse parse_operand(std::string_view text, format default_format)
   const std::uint32_t sign_bit = std::uint32_t{sign} << (f.width() - 1);
   if (body == "inf" || body == "infinity" || body == "Inf" || body == "INF" || body == "Infinity") {
     if (!f.has_infinity()) {
-      result.error = detail::quoted(whole) + ": " + std::string(name_of(f)) +
+      result.error = quoted_input(whole) + ": " + std::string(name_of(f)) +
                      " has no infinity; use nan or the largest finite value";
       return result;
     }
@@ -351,7 +394,7 @@ inline operand_parse parse_operand(std::string_view text, format default_format)
   }
   result.error = detail::parse_decimal(whole, body, f, sign, out);
   if (result.ok() && out.syntax != operand_syntax::decimal)
-    result.error = detail::quoted(whole) + " is not a number; expected a decimal (-2.296875, 1e-3), a hex float "
+    result.error = quoted_input(whole) + " is not a number; expected a decimal (-2.296875, 1e-3), a hex float "
                    "(0x1.8p-3), a bit pattern with a format prefix (bf16:0xC013), inf or nan";
   return result;
 }

@@ -4,31 +4,12 @@
 // layouts are documented in cuda/capture/README.md.
 // Build: nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 capture.cu
 #include <cmath>
-#include <cstdarg>
 #include <ctime>
 
 #include "capture_common.cuh"
 #include "capture_mma.cuh"
 #include "capture_ops.cuh"
 #include "capture_sfu.cuh"
-
-static FILE* g_info = nullptr;
-
-void log_line(const char* fmt, ...) {
-    va_list args;
-    va_start(args, fmt);
-    std::vfprintf(stdout, fmt, args);
-    va_end(args);
-    std::fputc('\n', stdout);
-    std::fflush(stdout);
-    if (g_info) {
-        va_start(args, fmt);
-        std::vfprintf(g_info, fmt, args);
-        va_end(args);
-        std::fputc('\n', g_info);
-        std::fflush(g_info);
-    }
-}
 
 __global__ void kernel_probe(int* out) { *out = 42; }
 
@@ -46,7 +27,7 @@ int main(int argc, char** argv) {
         PROBE_CHECK(cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost));
         return h == 42 ? 0 : 4;
     }
-    g_info = std::fopen((out_dir + "/info.txt").c_str(), "a");
+    info_file = std::fopen((out_dir + "/info.txt").c_str(), "a");
     cudaDeviceProp prop;
     PROBE_CHECK(cudaGetDeviceProperties(&prop, 0));
     int driver = 0, runtime = 0;
@@ -59,6 +40,6 @@ int main(int argc, char** argv) {
     run_ops(out_dir);
     run_sfu(out_dir);
     log_line("capture finished in %ld s", (long)(std::time(nullptr) - start));
-    std::fclose(g_info);
+    std::fclose(info_file);
     return 0;
 }

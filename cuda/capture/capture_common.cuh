@@ -4,6 +4,7 @@
 // The file layouts are documented in cuda/capture/README.md.
 #pragma once
 
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -110,6 +111,26 @@ __host__ __device__ inline uint32_t model_rcp_ftz(uint32_t x_bits, const uint32_
     return sign | (v & 0x007FFFFFu) | ((uint32_t)exponent << 23);
 }
 
+// Every line of the run's log goes to stdout and to info_file (the capture's
+// info.txt) when one is open.
+inline FILE* info_file = nullptr;
+
+inline void log_line(const char* fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    std::vfprintf(stdout, fmt, args);
+    va_end(args);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    if (info_file) {
+        va_start(args, fmt);
+        std::vfprintf(info_file, fmt, args);
+        va_end(args);
+        std::fputc('\n', info_file);
+        std::fflush(info_file);
+    }
+}
+
 // ---- file writing ----
 struct Writer {
     FILE* file = nullptr;
@@ -146,3 +167,85 @@ struct SplitMix64 {
     int range(int lo, int hi) { return lo + (int)(next() % (uint64_t)(hi - lo + 1)); }  // inclusive
     bool chance(int one_in) { return next() % (uint64_t)one_in == 0; }
 };
+
+// Specials every scalar capture includes (zeros, infinities, NaNs of both
+// signs and several payloads, extremes of each range, +-1).
+static const uint32_t kF32Specials[] = {0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000,
+                                        0x7F800001, 0xFFBFFFFF, 0x7FFFFFFF, 0x7FC12345, 0x7F7FFFFF, 0xFF7FFFFF,
+                                        0x00800000, 0x80800000, 0x00000001, 0x80000001, 0x007FFFFF, 0x3F800000,
+                                        0xBF800000, 0x7FA00000};
+
+// Delta-encodes one table: nibble i is bits[i]-bits[i-1] as a signed 4-bit value;
+// the nibble value 8 (-8) means "next exception entry" (index, value) instead.
+static void write_table(Writer& w, const char* name, const std::vector<uint32_t>& v) {
+    const size_t n = v.size();
+    std::vector<uint8_t> nibbles(n / 2, 0);
+    std::vector<uint32_t> exceptions;
+    long long histogram[17] = {};  // deltas -8..8, clamped
+    long long min_delta = 1ll << 40, max_delta = -(1ll << 40);
+    for (size_t i = 0; i < n; ++i) {
+        long long delta = i == 0 ? 1000 : (long long)v[i] - (long long)v[i - 1];
+        if (i) {
+            min_delta = delta < min_delta ? delta : min_delta;
+            max_delta = delta > max_delta ? delta : max_delta;
+            histogram[(delta < -8 ? -8 : delta > 8 ? 8 : delta) + 8]++;
+        }
+        uint8_t code;
+        if (delta >= -7 && delta <= 7) {
+            code = (uint8_t)(delta & 0xF);
+        } else {
+            code = 0x8;
+            exceptions.push_back((uint32_t)i);
+            exceptions.push_back(v[i]);
+        }
+        nibbles[i / 2] |= (uint8_t)(code << ((i & 1) * 4));
+    }
+    uint64_t checksum = bitexact::fnv1a64_of_values(v.data(), n);
+    w.name(name, 64);
+    w.u32((uint32_t)n);
+    w.u32((uint32_t)(exceptions.size() / 2));
+    w.u64(checksum);
+    w.u32((uint32_t)(int32_t)min_delta);
+    w.u32((uint32_t)(int32_t)max_delta);
+    w.bytes(nibbles.data(), nibbles.size());
+    w.bytes(exceptions.data(), exceptions.size() * 4);
+    log_line("table %-40s n=%zu exceptions=%zu fnv1a64=%016llx delta[min,max]=[%lld,%lld]", name, n,
+             exceptions.size() / 2, (unsigned long long)checksum, min_delta, max_delta);
+    char line[512];
+    int pos = std::snprintf(line, sizeof line, "   delta histogram (-8..8, ends clamped):");
+    for (int d = 0; d < 17; ++d)
+        if (histogram[d]) pos += std::snprintf(line + pos, sizeof line - pos, " %d:%lld", d - 8, histogram[d]);
+    log_line("%s", line);
+}
+
+// ---------------- ops.bin writer ----------------
+struct ArraySpec {
+    std::string name;
+    uint32_t element_bytes, is_input;
+    const void* data;
+};
+static void write_section(Writer& w, const char* name, uint32_t count, const std::vector<ArraySpec>& arrays) {
+    w.name(name, 48);
+    w.u32(count);
+    w.u32((uint32_t)arrays.size());
+    for (const ArraySpec& s : arrays) {
+        w.name(s.name.c_str(), 40);
+        w.u32(s.element_bytes);
+        w.u32(s.is_input);
+    }
+    for (const ArraySpec& s : arrays) w.bytes(s.data, (size_t)count * s.element_bytes);
+}
+
+template <typename T>
+static T* to_device(const std::vector<T>& v) {
+    T* d;
+    PROBE_CHECK(cudaMalloc(&d, v.size() * sizeof(T)));
+    PROBE_CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+}
+template <typename T>
+static std::vector<T> from_device(const T* d, size_t n) {
+    std::vector<T> v(n);
+    PROBE_CHECK(cudaMemcpy(v.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+}

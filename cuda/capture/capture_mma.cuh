@@ -5,8 +5,6 @@
 
 #include "capture_common.cuh"
 
-extern void log_line(const char* fmt, ...);
-
 enum MmaVariant { kMmaBf16F32 = 0, kMmaF16F32 = 1, kMmaF16F16 = 2, kWgmmaBf16F32 = 3 };
 
 __device__ __forceinline__ uint32_t pack_halves(uint16_t low, uint16_t high) {

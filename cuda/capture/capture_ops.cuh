@@ -6,8 +6,6 @@
 
 #include "capture_common.cuh"
 
-extern void log_line(const char* fmt, ...);
-
 // ---------------- device kernels ----------------
 #define F32_BINARY(instruction, d, x, y) asm volatile(instruction " %0, %1, %2;" : "=f"(d) : "f"(x), "f"(y))
 #define F32_TERNARY(instruction, d, x, y, z) \
@@ -104,11 +102,6 @@ __global__ void kernel_sfu(const uint32_t* x_bits, uint32_t* out, int n) {
 }
 
 // ---------------- structured inputs (host) ----------------
-static const uint32_t kF32Specials[] = {0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000,
-                                        0x7F800001, 0xFFBFFFFF, 0x7FFFFFFF, 0x7FC12345, 0x7F7FFFFF, 0xFF7FFFFF,
-                                        0x00800000, 0x80800000, 0x00000001, 0x80000001, 0x007FFFFF, 0x3F800000,
-                                        0xBF800000, 0x7FA00000};
-
 static uint32_t f32_with_exponent(SplitMix64& rng, int e) {  // normal, or subnormal/zero below -126
     uint32_t sign = (rng.next() & 1) << 31;
     if (e > 127) e = 127;
@@ -264,38 +257,6 @@ static uint32_t sfu_case(SplitMix64& rng, int category) {
         case 8: return (0x7E800000u + (rng.u32() & 0x00FFFFFF)) | ((rng.next() & 1) << 31);  // rcp -> subnormal
         default: return f32_with_exponent(rng, rng.range(-140, 140));
     }
-}
-
-// ---------------- ops.bin writer ----------------
-struct ArraySpec {
-    std::string name;
-    uint32_t element_bytes, is_input;
-    const void* data;
-};
-static void write_section(Writer& w, const char* name, uint32_t count, const std::vector<ArraySpec>& arrays) {
-    w.name(name, 48);
-    w.u32(count);
-    w.u32((uint32_t)arrays.size());
-    for (const ArraySpec& s : arrays) {
-        w.name(s.name.c_str(), 40);
-        w.u32(s.element_bytes);
-        w.u32(s.is_input);
-    }
-    for (const ArraySpec& s : arrays) w.bytes(s.data, (size_t)count * s.element_bytes);
-}
-
-template <typename T>
-static T* to_device(const std::vector<T>& v) {
-    T* d;
-    PROBE_CHECK(cudaMalloc(&d, v.size() * sizeof(T)));
-    PROBE_CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-    return d;
-}
-template <typename T>
-static std::vector<T> from_device(const T* d, size_t n) {
-    std::vector<T> v(n);
-    PROBE_CHECK(cudaMemcpy(v.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return v;
 }
 
 static void run_ops(const std::string& out_dir) {

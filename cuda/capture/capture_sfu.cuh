@@ -5,8 +5,6 @@
 
 #include "capture_common.cuh"
 
-extern void log_line(const char* fmt, ...);
-
 enum TableId { kTableEx2Neg = 0, kTableEx2Pos01 = 1, kTableEx2Pos12 = 2, kTableRcp12 = 3, kTableCount = 4 };
 
 __global__ void kernel_tables(uint32_t* m_raw, uint32_t* p01, uint32_t* p12, uint32_t* r12) {
@@ -131,49 +129,6 @@ __global__ void kernel_sweep(const uint32_t* m_raw, const uint32_t* p01, const u
             atomicAdd(&s->mismatches[i / 512], (unsigned long long)count);
         }
     }
-}
-
-// Delta-encodes one table: nibble i is bits[i]-bits[i-1] as a signed 4-bit value;
-// the nibble value 8 (-8) means "next exception entry" (index, value) instead.
-static void write_table(Writer& w, const char* name, const std::vector<uint32_t>& v) {
-    const size_t n = v.size();
-    std::vector<uint8_t> nibbles(n / 2, 0);
-    std::vector<uint32_t> exceptions;
-    long long histogram[17] = {};  // deltas -8..8, clamped
-    long long min_delta = 1ll << 40, max_delta = -(1ll << 40);
-    for (size_t i = 0; i < n; ++i) {
-        long long delta = i == 0 ? 1000 : (long long)v[i] - (long long)v[i - 1];
-        if (i) {
-            min_delta = delta < min_delta ? delta : min_delta;
-            max_delta = delta > max_delta ? delta : max_delta;
-            histogram[(delta < -8 ? -8 : delta > 8 ? 8 : delta) + 8]++;
-        }
-        uint8_t code;
-        if (delta >= -7 && delta <= 7) {
-            code = (uint8_t)(delta & 0xF);
-        } else {
-            code = 0x8;
-            exceptions.push_back((uint32_t)i);
-            exceptions.push_back(v[i]);
-        }
-        nibbles[i / 2] |= (uint8_t)(code << ((i & 1) * 4));
-    }
-    uint64_t checksum = bitexact::fnv1a64_of_values(v.data(), n);
-    w.name(name, 64);
-    w.u32((uint32_t)n);
-    w.u32((uint32_t)(exceptions.size() / 2));
-    w.u64(checksum);
-    w.u32((uint32_t)(int32_t)min_delta);
-    w.u32((uint32_t)(int32_t)max_delta);
-    w.bytes(nibbles.data(), nibbles.size());
-    w.bytes(exceptions.data(), exceptions.size() * 4);
-    log_line("table %-40s n=%zu exceptions=%zu fnv1a64=%016llx delta[min,max]=[%lld,%lld]", name, n,
-             exceptions.size() / 2, (unsigned long long)checksum, min_delta, max_delta);
-    char line[512];
-    int pos = std::snprintf(line, sizeof line, "   delta histogram (-8..8, ends clamped):");
-    for (int d = 0; d < 17; ++d)
-        if (histogram[d]) pos += std::snprintf(line + pos, sizeof line - pos, " %d:%lld", d - 8, histogram[d]);
-    log_line("%s", line);
 }
 
 static void run_sfu(const std::string& out_dir) {

@@ -51,6 +51,16 @@ __device__ __forceinline__ float rcp_approx(float x) {
     asm volatile("rcp.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
+__device__ __forceinline__ float lg2_approx_ftz(float x) {
+    float y;
+    asm volatile("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float lg2_approx(float x) {
+    float y;
+    asm volatile("lg2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 
 // ---- table models (the hypotheses the sweeps count mismatches against) ----
 // A returned value with is_nan_bits32() true means "any NaN is a match".
@@ -131,6 +141,37 @@ inline void log_line(const char* fmt, ...) {
     }
 }
 
+// ---- the start every capture program shares ----
+__global__ void kernel_probe(int* out) { *out = 42; }
+
+// Parses "OUT_DIR [--probe]". With --probe, exits at once with whether this
+// binary runs on this driver (0) or not; otherwise opens OUT_DIR/info.txt
+// (appending to the header run_capture.sh wrote) and logs the device.
+inline std::string start_capture(int argc, char** argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: %s OUT_DIR [--probe]\n", argv[0]);
+        std::exit(1);
+    }
+    std::string out_dir = argv[1];
+    if (argc > 2 && std::string(argv[2]) == "--probe") {
+        int* d;
+        int h = 0;
+        PROBE_CHECK(cudaMalloc(&d, 4));
+        kernel_probe<<<1, 1>>>(d);
+        PROBE_CHECK(cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost));
+        std::exit(h == 42 ? 0 : 4);
+    }
+    info_file = std::fopen((out_dir + "/info.txt").c_str(), "a");
+    cudaDeviceProp prop;
+    PROBE_CHECK(cudaGetDeviceProperties(&prop, 0));
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    log_line("device: %s sm_%d%d, %d SMs, driver API %d, runtime %d", prop.name, prop.major, prop.minor,
+             prop.multiProcessorCount, driver, runtime);
+    return out_dir;
+}
+
 // ---- file writing ----
 struct Writer {
     FILE* file = nullptr;
@@ -175,6 +216,17 @@ static const uint32_t kF32Specials[] = {0x00000000, 0x80000000, 0x7F800000, 0xFF
                                         0x00800000, 0x80800000, 0x00000001, 0x80000001, 0x007FFFFF, 0x3F800000,
                                         0xBF800000, 0x7FA00000};
 
+// A step between consecutive table values that a BXTAB01 nibble holds; any
+// other (and entry 0) is written as an exception.
+inline bool step_fits_nibble(long long step) { return step >= -7 && step <= 7; }
+
+// The bytes write_table will write for v, to plan how tables share files.
+inline size_t encoded_table_bytes(const std::vector<uint32_t>& v) {
+    size_t exceptions = 1;
+    for (size_t i = 1; i < v.size(); ++i) exceptions += !step_fits_nibble((long long)v[i] - (long long)v[i - 1]);
+    return 64 + 4 + 4 + 8 + 4 + 4 + v.size() / 2 + 8 * exceptions;
+}
+
 // Delta-encodes one table: nibble i is bits[i]-bits[i-1] as a signed 4-bit value;
 // the nibble value 8 (-8) means "next exception entry" (index, value) instead.
 static void write_table(Writer& w, const char* name, const std::vector<uint32_t>& v) {
@@ -191,7 +243,7 @@ static void write_table(Writer& w, const char* name, const std::vector<uint32_t>
             histogram[(delta < -8 ? -8 : delta > 8 ? 8 : delta) + 8]++;
         }
         uint8_t code;
-        if (delta >= -7 && delta <= 7) {
+        if (step_fits_nibble(delta)) {
             code = (uint8_t)(delta & 0xF);
         } else {
             code = 0x8;

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Runs on the device machine from the repository root and writes every
-# capture into $OUT (at most 8 files come back: info.txt, sfu_tables_a.bin,
-# sfu_tables_b.bin, ops.bin and four mma files). Uses the binary prebuilt in
-# .captures/bin/capture when it runs on this driver, else builds one here.
+# Runs one capture program on the device machine, from the repository root,
+# and writes its files into $OUT:
+#   bash cuda/capture/run_capture.sh              # capture.cu: MUFU ex2/rcp, ALU, conversions, tensor cores
+#   bash cuda/capture/run_capture.sh capture_lg2  # capture_lg2.cu: MUFU lg2
+# (at most 8 files come back from a device run: each program writes fewer).
+# Uses the prebuilt binary $CAPTURE_BIN (default .captures/bin/PROGRAM) when it
+# runs on this driver, else builds one here. info.txt starts with the
+# machine's description and ends with the binary's full SASS.
 set -u
 : "${OUT:?OUT must name the output folder}"
+PROGRAM=${1:-capture}
 SRC=cuda/capture
-BIN=.captures/bin/capture
+BIN=${CAPTURE_BIN:-.captures/bin/$PROGRAM}
 {
     echo "== nvidia-smi"
     nvidia-smi --query-gpu=name,driver_version,vbios_version,clocks.max.sm,memory.total --format=csv
@@ -19,8 +24,8 @@ BIN=.captures/bin/capture
 if ! [ -x "$BIN" ] || ! "$BIN" "$OUT" --probe; then
     echo "prebuilt binary unusable here: building" | tee -a "$OUT/info.txt"
     mkdir -p /tmp/capture-build
-    nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/capture-build/capture "$SRC/capture.cu" || exit 1
-    BIN=/tmp/capture-build/capture
+    nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o "/tmp/capture-build/$PROGRAM" "$SRC/$PROGRAM.cu" || exit 1
+    BIN=/tmp/capture-build/$PROGRAM
 fi
 timeout 420 "$BIN" "$OUT"
 status=$?

@@ -136,6 +136,21 @@ TEST_SUITE("errors") {
     CHECK(message.find("ex2.negative") != std::string::npos);
   }
 
+  TEST_CASE("a folder without mufu_lg2.bxt serves ex2 and rcp; lg2 then throws, naming the file") {
+    scratch_copy copy(BITEXACT_DATA_DIR);  // mufu_ex2.bxt and mufu_rcp.bxt only
+    const ptx::mufu_tables older = ptx::mufu_tables::load(copy.dir.string());
+    CHECK_FALSE(older.has(mufu_table::lg2));
+    CHECK(ptx::ex2_approx_ftz(f(-2.75f), older).bits == 0x3E1837F0u);
+    std::string message;
+    try {
+      ptx::lg2_approx_ftz(f(3.0f), older);
+    } catch (const mufu_data_error& e) {
+      message = e.what();
+    }
+    CHECK(message.find((copy.dir / "mufu_lg2.bxt").string()) != std::string::npos);
+    CHECK(message.find("BITEXACT_DATA_DIR") != std::string::npos);
+  }
+
   TEST_CASE("an intact copy loads") {
     scratch_copy copy(BITEXACT_DATA_DIR);
     CHECK(load_error(copy.dir.string()).empty());

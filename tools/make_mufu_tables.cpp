@@ -7,8 +7,15 @@
 // Build: g++ -O2 -std=c++20 -Iinclude -o /tmp/make_mufu_tables tools/make_mufu_tables.cpp
 // Run:   /tmp/make_mufu_tables tables  .captures data
 //        /tmp/make_mufu_tables samples .captures/ops.bin tests/data/mufu_samples.bxs
+//        /tmp/make_mufu_tables lg2     .captures/lg2 data     (capture_lg2.cu's files)
 #include <bitexact/hardware/mufu.hpp>
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -54,13 +61,35 @@ struct byte_writer {
 
 struct table_source {
   std::string name, rule;
-  std::vector<std::uint32_t> values;
+  std::vector<std::uint32_t> values;  // the entries, fp32 bit patterns
+  std::uint32_t grid = 0;             // > 0: stored as integers entry * 2^grid (mufu_tables.hpp)
 };
+
+// The finest power-of-two grid 2^-g (1 <= g <= 31) that every entry lies on
+// when all are +0 or positive and below 2^(32-g); 0 when there is none, and
+// the entries are stored as bit patterns.
+std::uint32_t finest_grid(const std::vector<std::uint32_t>& entries) {
+  int grid = 1;
+  for (std::uint32_t entry : entries) {
+    if (entry == 0) continue;
+    if (entry >= 0x7F800000u) return 0;  // negative, infinite or NaN
+    const int field = static_cast<int>(entry >> 23);
+    const std::uint32_t significand = (entry & 0x7FFFFFu) | (field ? 0x800000u : 0u);
+    grid = std::max(grid, 150 - std::max(field, 1) - std::countr_zero(significand));
+  }
+  if (grid > static_cast<int>(bitexact::detail::mufu_file::max_grid)) return 0;
+  for (std::uint32_t entry : entries)
+    if (std::ldexp(static_cast<double>(std::bit_cast<float>(entry)), grid) >= 0x1p32) return 0;
+  return static_cast<std::uint32_t>(grid);
+}
 
 // One table: first value, then a 2-bit code per entry for the step from the
 // previous entry (min_delta + code), code 3 for a step outside the three.
 void write_table(byte_writer& out, const table_source& table) {
-  const std::vector<std::uint32_t>& v = table.values;
+  std::vector<std::uint32_t> v = table.values;
+  if (table.grid)
+    for (std::uint32_t& value : v)
+      value = static_cast<std::uint32_t>(std::ldexp(static_cast<double>(std::bit_cast<float>(value)), table.grid));
   std::map<std::int64_t, std::uint64_t> steps;
   for (std::size_t i = 1; i < v.size(); ++i) ++steps[static_cast<std::int64_t>(v[i]) - v[i - 1]];
   // The three most frequent consecutive steps get codes; the most frequent window of three wins.
@@ -86,15 +115,17 @@ void write_table(byte_writer& out, const table_source& table) {
   out.u32(v[0]);
   out.u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(min_delta)));
   out.u32(static_cast<std::uint32_t>(exceptions.size()));
-  out.u64(bitexact::fnv1a64_of_values(v.data(), v.size()));
+  const std::uint64_t checksum = bitexact::fnv1a64_of_values(table.values.data(), table.values.size());
+  out.u64(checksum);
+  out.u32(table.grid);
   out.bytes.insert(out.bytes.end(), codes.begin(), codes.end());
   for (std::uint32_t e : exceptions) out.u32(e);
-  std::printf("  %-13s min_delta %lld, %zu exceptions, checksum %016llx\n", table.name.c_str(),
-              static_cast<long long>(min_delta), exceptions.size(),
-              static_cast<unsigned long long>(bitexact::fnv1a64_of_values(v.data(), v.size())));
+  std::printf("  %-13s grid %u, min_delta %lld, %zu exceptions, checksum %016llx\n", table.name.c_str(), table.grid,
+              static_cast<long long>(min_delta), exceptions.size(), static_cast<unsigned long long>(checksum));
 }
 
-void write_table_file(const std::string& path, const std::vector<table_source>& tables) {
+void write_table_file(const std::string& path, const std::vector<table_source>& tables,
+                      const std::string& provenance = ::provenance) {
   byte_writer out;
   out.bytes.insert(out.bytes.end(), bitexact::detail::mufu_file::tables_magic,
                    bitexact::detail::mufu_file::tables_magic + 8);
@@ -136,6 +167,58 @@ int make_tables(const std::string& captures, const std::string& data) {
   }
   std::printf("read back: %llu of %u entries differ from the capture\n", static_cast<unsigned long long>(wrong),
               3u << 23);
+  return wrong == 0 ? 0 : 1;
+}
+
+// The capture's device and compiler, from its info.txt, for the file header.
+std::string capture_provenance(const std::string& captures, const char* program) {
+  std::ifstream info(captures + "/info.txt");
+  std::string line, device = "unknown GPU", nvcc = "unknown nvcc";
+  while (std::getline(info, line)) {
+    if (line.rfind("device: ", 0) == 0) device = line.substr(8, line.find(',') - 8);
+    if (line.rfind("Cuda compilation tools, ", 0) == 0) nvcc = line.substr(24);
+  }
+  std::string text = device + ", " + nvcc + "; " + program;
+  return text.substr(0, bitexact::detail::mufu_file::provenance_bytes - 1);
+}
+
+// data/mufu_lg2.bxt from capture_lg2.cu's lg2_tables_*.bin: the chunks named
+// "T[first,end) ..." put together into T.
+int make_lg2_table(const std::string& captures, const std::string& data) {
+  constexpr std::uint32_t entries = 1u << 23;
+  std::vector<std::uint32_t> t(entries);
+  std::vector<bool> filled(entries);
+  for (const auto& file : std::filesystem::directory_iterator(captures)) {
+    const std::string name = file.path().filename().string();
+    if (name.rfind("lg2_tables_", 0) != 0) continue;
+    for (const capture::table& chunk : capture::read_tables(file.path().string())) {
+      unsigned first = 0, end = 0;
+      if (std::sscanf(chunk.name.c_str(), "T[%u,%u)", &first, &end) != 2) continue;  // U, or anything else
+      if (!chunk.checksum_ok || end > entries || end - first != chunk.values.size()) {
+        std::fprintf(stderr, "%s: chunk '%s' fails its checksum or its range\n", name.c_str(), chunk.name.c_str());
+        return 1;
+      }
+      for (unsigned k = first; k < end; ++k) {
+        if (filled[k]) {
+          std::fprintf(stderr, "%s: T(%u) captured twice\n", name.c_str(), k);
+          return 1;
+        }
+        filled[k] = true;
+        t[k] = chunk.values[k - first];
+      }
+    }
+  }
+  if (const auto missing = std::count(filled.begin(), filled.end(), false)) {
+    std::fprintf(stderr, "%s: %lld entries of T missing from lg2_tables_*.bin\n", captures.c_str(),
+                 static_cast<long long>(missing));
+    return 1;
+  }
+  const table_source lg2{"lg2", "T(k) = lg2.approx.ftz.f32(1 + k*2^-23)", t, finest_grid(t)};
+  write_table_file(data + "/mufu_lg2.bxt", {lg2}, capture_provenance(captures, "cuda/capture/capture_lg2.cu"));
+  const auto shipped = bitexact::ptx::mufu_tables::load(data);
+  std::uint64_t wrong = 0;
+  for (std::uint32_t k = 0; k < entries; ++k) wrong += shipped.entry(bitexact::mufu_table::lg2, k) != t[k];
+  std::printf("read back: %llu of %u entries differ from the capture\n", static_cast<unsigned long long>(wrong), entries);
   return wrong == 0 ? 0 : 1;
 }
 
@@ -193,9 +276,11 @@ int main(int argc, char** argv) try {
   const std::string mode = argc == 4 ? argv[1] : "";
   if (mode == "tables") return make_tables(argv[2], argv[3]);
   if (mode == "samples") return make_samples(argv[2], argv[3]);
+  if (mode == "lg2") return make_lg2_table(argv[2], argv[3]);
   std::fprintf(stderr,
                "usage: make_mufu_tables tables <captures-dir> <data-dir>\n"
-               "       make_mufu_tables samples <ops.bin> <samples-file>\n");
+               "       make_mufu_tables samples <ops.bin> <samples-file>\n"
+               "       make_mufu_tables lg2 <lg2-captures-dir> <data-dir>\n");
   return 2;
 } catch (const std::exception& error) {  // a capture file missing, truncated or of the wrong kind
   std::fprintf(stderr, "make_mufu_tables: %s\n", error.what());

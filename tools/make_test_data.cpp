@@ -16,10 +16,15 @@
 // every case without subnormal inputs on which an .ftz result differs from
 // its non-.ftz twin (the results that pin down .ftz's tininess rule).
 // --all keeps everything (for replaying the whole capture on the CPU).
+// The lg2 samples (lg2_ops.bin, from capture_lg2.cu) are kept whole. Each
+// file is cut when its capture is in CAPTURES_DIR; the others are skipped,
+// with a line saying so.
 #include <algorithm>
 #include <bitexact/hardware/mma.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <sstream>
@@ -246,7 +251,7 @@ void subset_section(const options& o, const capture::ops_capture& ops, const std
     for (std::uint32_t i : chosen) p.uint_n(a.values[i], a.element_bytes);
   std::ostringstream provenance;
   provenance << environment << "Section: " << s.name << "\n"
-             << "Capture: " << o.capture_command << ", file ops.bin, "
+             << "Capture: " << o.capture_command << ", file " << std::filesystem::path(ops.path).filename().string() << ", "
              << s.count << " cases\nSubset: " << o.command_line << "\nKept: " << chosen.size()
              << " cases (every case of each kept block of 16" << extra_rule << ")\n";
   write_file(o.out + "/" + file_name, capture::replay_kind::scalar_section, provenance.str(), p.bytes);
@@ -288,11 +293,23 @@ int main(int argc, char** argv) try {
     }
   }
   const std::string environment = capture_environment(o.captures);
-  subset_mma(o, "mma_bf16_f32.bin", o.tiles, environment);
-  subset_mma(o, "mma_f16_f32.bin", o.tiles, environment);
-  subset_mma(o, "mma_f16_f16.bin", o.tiles, environment);
-  subset_mma(o, "wgmma_bf16_f32.bin", o.wgmma_tiles, environment);
-
+  int cut = 0;
+  const auto present = [&](const char* capture_file) {
+    if (std::filesystem::exists(o.captures + "/" + capture_file)) return ++cut, true;
+    std::printf("%-28s absent from %s: skipped\n", capture_file, o.captures.c_str());
+    return false;
+  };
+  for (const auto& [file, tiles] : {std::pair{"mma_bf16_f32.bin", o.tiles}, std::pair{"mma_f16_f32.bin", o.tiles},
+                                    std::pair{"mma_f16_f16.bin", o.tiles}, std::pair{"wgmma_bf16_f32.bin", o.wgmma_tiles}})
+    if (present(file)) subset_mma(o, file, tiles, environment);
+  auto nothing_more = [](const capture::scalar_section&, std::uint32_t) { return false; };
+  if (present("lg2_ops.bin")) {
+    options whole = o;
+    whole.capture_command = "OUT=<dir> bash cuda/capture/run_capture.sh capture_lg2 (cuda/capture/README.md)";
+    subset_section(whole, capture::read_ops(o.captures + "/lg2_ops.bin"), "lg2", "ops_lg2.bin",
+                   std::numeric_limits<std::size_t>::max(), environment, "", nothing_more);
+  }
+  if (!present("ops.bin")) return cut ? 0 : 1;
   const capture::ops_capture ops = capture::read_ops(o.captures + "/ops.bin");
   // The .ftz outputs follow their non-.ftz twins 4 arrays later (names in capture_ops.cuh).
   subset_section(o, ops, "fp32", "ops_fp32.bin", o.fp32, environment,
@@ -312,7 +329,6 @@ int main(int argc, char** argv) try {
                    }
                    return false;
                  });
-  auto nothing_more = [](const capture::scalar_section&, std::uint32_t) { return false; };
   subset_section(o, ops, "bf16", "ops_bf16.bin", o.bf16, environment, "", nothing_more);
   subset_section(o, ops, "cvt", "ops_cvt.bin", o.cvt, environment, "", nothing_more);
   return 0;

@@ -1,5 +1,6 @@
 // The special-function unit (MUFU) as PTX reaches it: ex2.approx.ftz.f32,
-// ex2.approx.f32, rcp.approx.ftz.f32 and rcp.approx.f32.
+// ex2.approx.f32, rcp.approx.ftz.f32, rcp.approx.f32, lg2.approx.ftz.f32 and
+// lg2.approx.f32.
 //
 // MUFU is a table lookup, not a correctly rounded function. Captured on an
 // NVIDIA H200 (sm_90, driver 580.159.04, CUDA 13.0) and proven over every
@@ -15,7 +16,14 @@
 // instruction (SASS in .captures/info.txt): ex2 squares M(x/2) for x < -126,
 // rcp rescales by 0.25 or 2^24; their FMULs are IEEE round-to-nearest.
 //
-// The tables G, P and R and their file in data/: mufu_tables.hpp.
+// lg2 is a model awaiting its capture (cuda/capture/capture_lg2.cu, whose
+// sweeps test it and its alternatives over every input; docs/mufu.md):
+//   lg2.ftz, x = 2^e * (1 + k/2^23): e + T(k) rounded to nearest, T(k) =
+//            lg2.approx.ftz(1 + k*2^-23); +-0 and subnormals -> -inf,
+//            x < 0 -> NaN, +inf -> +inf.
+//   lg2 (non-FTZ): subnormal x scaled by 2^23 first, 23 subtracted after.
+//
+// The tables G, P, R and T and their files in data/: mufu_tables.hpp.
 #pragma once
 
 #include <cstdint>
@@ -28,13 +36,14 @@
 
 namespace bitexact {
 
-// One MUFU table lookup: the result is entry * 2^scale before the flush to
-// zero (or the overflow to infinity) that the unit applies.
+// One MUFU table lookup. ex2, rcp: the result is entry * 2^scale before the
+// flush to zero (or the overflow to infinity) that the unit applies. lg2: the
+// result is scale + entry, rounded (the add's own events follow).
 struct mufu_lookup_event {
   mufu_table table;
   std::uint32_t index;  // k, the 23 bits after the grid point's leading part
   std::uint32_t entry;  // the table's fp32 bit pattern at k
-  int scale;            // n (ex2) or -e (rcp)
+  int scale;            // n (ex2), -e (rcp) or e (lg2)
 };
 
 namespace ptx {
@@ -160,6 +169,52 @@ inline float32 rcp_approx(float32 x, const mufu_tables& tables = mufu_tables::sh
   const float32 scaled = mul(x, scale, fmul, obs).result;
   const float32 reciprocal = rcp_approx_ftz(scaled, tables, obs);
   return mul(scale, reciprocal, fmul, obs).result;
+}
+
+// lg2.approx.ftz.f32 (MUFU.LG2), as hypothesis H1 of docs/mufu.md until the
+// capture decides: the unit adds the input's exponent e to its table's
+// log2 of the significand and rounds once, to nearest.
+template <class O = no_observer>
+inline float32 lg2_approx_ftz(float32 x, const mufu_tables& tables = mufu_tables::shared(), O&& obs = {}) {
+  const std::uint32_t magnitude = x.bits & detail::magnitude_mask;
+  if (magnitude > detail::infinity_bits) [[unlikely]] {
+    report(obs, special_event{special_reason::nan_operand});
+    return float32::canonical_nan();
+  }
+  // Subnormal inputs read as zero (.ftz), of either sign: log2(+-0) = -inf.
+  if (magnitude < detail::smallest_normal_bits) [[unlikely]] {
+    report(obs, special_event{special_reason::division_by_zero});
+    return float32::infinity(true);
+  }
+  if (x.sign()) [[unlikely]] {
+    report(obs, special_event{special_reason::invalid_operation});
+    return float32::canonical_nan();
+  }
+  if (magnitude == detail::infinity_bits) [[unlikely]] {
+    report(obs, special_event{special_reason::infinity_operand});
+    return float32::infinity();
+  }
+  const std::uint32_t k = magnitude & detail::fraction_mask;
+  const std::uint32_t entry = tables.data(mufu_table::lg2)[k];
+  const int exponent = static_cast<int>(magnitude >> 23) - 127;
+  report(obs, mufu_lookup_event{mufu_table::lg2, k, entry, exponent});
+  return add(from_host(static_cast<float>(exponent)), float32::from_bits(entry), gpu_environment(), obs).result;
+}
+
+// lg2.approx.f32: the unit reads subnormals as zero, so the wrapper scales an
+// input below 2^-126 in magnitude by 2^lg2_subnormal_scale first and
+// subtracts lg2_subnormal_scale after, with IEEE round-to-nearest FMUL and
+// FADD. The scale is 23 until the capture's SASS and sweeps (W23 against
+// W24) confirm or replace it.
+inline constexpr int lg2_subnormal_scale = 23;
+
+template <class O = no_observer>
+inline float32 lg2_approx(float32 x, const mufu_tables& tables = mufu_tables::shared(), O&& obs = {}) {
+  if ((x.bits & detail::magnitude_mask) >= detail::smallest_normal_bits) return lg2_approx_ftz(x, tables, obs);
+  const environment fpu = gpu_environment();
+  const float32 scaled = mul(x, from_host(static_cast<float>(1u << lg2_subnormal_scale)), fpu, obs).result;
+  const float32 logarithm = lg2_approx_ftz(scaled, tables, obs);
+  return add(logarithm, from_host(-static_cast<float>(lg2_subnormal_scale)), fpu, obs).result;
 }
 
 }  // namespace ptx

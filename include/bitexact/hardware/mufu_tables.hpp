@@ -1,23 +1,29 @@
-// The MUFU tables and their file format: what ex2.approx and rcp.approx
-// (mufu.hpp) look up, read from data/ at first use.
+// The MUFU tables and their file format: what ex2.approx, rcp.approx and
+// lg2.approx (mufu.hpp) look up, read from data/ at first use.
 //
 // G(k) = 2 * ex2.approx.ftz(-1 - k*2^-23) in (0.5, 1], P(k) =
 // ex2.approx.ftz(k*2^-23) in [1, 2), R(k) = rcp.approx.ftz(1 + k*2^-23) in
-// (0.5, 1], 2^23 entries each, shipped in data/ as:
+// (0.5, 1], T(k) = lg2.approx.ftz(1 + k*2^-23), 2^23 entries each, shipped in
+// data/ as:
 //
-//   file  := "BXMUFUT\0"  u32 version (1)  u32 table_count  char provenance[128]  table*
+//   file  := "BXMUFUT\0"  u32 version (1 or 2)  u32 table_count  char provenance[128]  table*
 //   table := char name[16]  char rule[64]  u32 entry_count  u32 first_value
-//            i32 min_delta  u32 exception_count  u64 checksum
+//            i32 min_delta  u32 exception_count  u64 checksum  [version 2: u32 grid]
 //            u8 codes[ceil(entry_count / 4)]  u32 exceptions[exception_count]
 //
 // Little-endian throughout. Entry i's 2-bit code sits in bits 2*(i%4) of byte
 // i/4 (entry 0's code is unused: it is first_value). Code c < 3 means
 // value[i] = value[i-1] + min_delta + c; code 3 takes the next exception
-// value. checksum is FNV-1a 64 over the decoded values as little-endian u32.
-// mufu_ex2.bxt holds "ex2.negative" (G) and "ex2.positive" (P); mufu_rcp.bxt
-// holds "rcp" (R). tools/make_mufu_tables.cpp writes them from the captures.
+// value. With grid 0 (and in version 1) the values are the entries, fp32 bit
+// patterns; with grid g > 0 value v is an integer and the entry is the fp32
+// number v * 2^-g, exactly (for T, whose small entries step by many ulps but
+// lie on a common grid). checksum is FNV-1a 64 over the entries as
+// little-endian u32. mufu_ex2.bxt holds "ex2.negative" (G) and
+// "ex2.positive" (P); mufu_rcp.bxt holds "rcp" (R); mufu_lg2.bxt holds "lg2"
+// (T). tools/make_mufu_tables.cpp writes them from the captures.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -32,10 +38,10 @@
 
 namespace bitexact {
 
-enum class mufu_table : std::uint8_t { ex2_negative, ex2_positive, rcp };
+enum class mufu_table : std::uint8_t { ex2_negative, ex2_positive, rcp, lg2 };
 
 constexpr std::string_view name_of(mufu_table table) {
-  constexpr std::string_view names[] = {"ex2.negative", "ex2.positive", "rcp"};
+  constexpr std::string_view names[] = {"ex2.negative", "ex2.positive", "rcp", "lg2"};
   return names[static_cast<int>(table)];
 }
 
@@ -48,7 +54,7 @@ class mufu_data_error : public std::runtime_error {
 namespace detail::mufu_file {
 
 inline constexpr char tables_magic[8] = {'B', 'X', 'M', 'U', 'F', 'U', 'T', '\0'};
-inline constexpr std::uint32_t version = 1;
+inline constexpr std::uint32_t version = 2, first_version = 1;
 inline constexpr std::size_t provenance_bytes = 128, name_bytes = 16, rule_bytes = 64;
 inline constexpr std::uint32_t entries = 1u << 23;
 inline constexpr unsigned exception_code = 3;
@@ -63,7 +69,7 @@ struct reader {
   [[noreturn]] void fail(const std::string& what) const {
     throw mufu_data_error(
         "bitexact: MUFU table file '" + path + "' " + what +
-        ". The files mufu_ex2.bxt and mufu_rcp.bxt ship in the source tree's data/ folder and install to "
+        ". The files mufu_ex2.bxt, mufu_rcp.bxt and mufu_lg2.bxt ship in the source tree's data/ folder and install to "
         "<prefix>/share/bitexact; point the environment variable BITEXACT_DATA_DIR at the folder holding "
         "intact copies (or regenerate them as docs/mufu.md describes).");
   }
@@ -96,6 +102,19 @@ inline std::vector<unsigned char> read_file(const std::string& path) {
   return std::vector<unsigned char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+inline constexpr std::uint32_t max_grid = 31;
+
+// The fp32 bit pattern of the number value * 2^-grid (0 < grid <= 31), into
+// entry; false when that number needs more than fp32's 24 significant bits.
+constexpr bool entry_on_grid(std::uint32_t value, std::uint32_t grid, std::uint32_t& entry) {
+  if (value == 0) return entry = 0, true;
+  const int top = std::bit_width(value) - 1;  // value = 1.f * 2^top
+  if (top > 23 && (value & ((1u << (top - 23)) - 1)) != 0) return false;
+  const std::uint32_t fraction = (top > 23 ? value >> (top - 23) : value << (23 - top)) & 0x7FFFFFu;
+  entry = static_cast<std::uint32_t>(top - static_cast<int>(grid) + 127) << 23 | fraction;
+  return true;
+}
+
 struct named_table {
   std::string name, rule;
   std::vector<std::uint32_t> values;
@@ -107,8 +126,10 @@ inline std::vector<named_table> read_tables(const std::string& path) {
   reader in{path, bytes};
   if (std::memcmp(in.take(sizeof tables_magic), tables_magic, sizeof tables_magic) != 0)
     in.fail("does not start with the magic \"BXMUFUT\" (not a bitexact MUFU table file)");
-  if (const std::uint32_t v = in.u32(); v != version)
-    in.fail("has format version " + std::to_string(v) + ", this library reads version " + std::to_string(version));
+  const std::uint32_t file_version = in.u32();
+  if (file_version < first_version || file_version > version)
+    in.fail("has format version " + std::to_string(file_version) + ", this library reads versions " +
+            std::to_string(first_version) + " to " + std::to_string(version));
   const std::uint32_t table_count = in.u32();
   in.text(provenance_bytes);
   std::vector<named_table> tables;
@@ -120,6 +141,8 @@ inline std::vector<named_table> read_tables(const std::string& path) {
     const auto min_delta = static_cast<std::int32_t>(in.u32());
     const std::uint32_t exception_count = in.u32();
     const std::uint64_t checksum = in.u64();
+    const std::uint32_t grid = file_version >= 2 ? in.u32() : 0;
+    if (grid > max_grid) in.fail("has table '" + table.name + "' on the grid 2^-" + std::to_string(grid) + ", finer than 2^-31");
     if (count != entries)
       in.fail("has table '" + table.name + "' with " + std::to_string(count) + " entries, expected 2^23");
     const unsigned char* codes = in.take((std::size_t{count} + 3) / 4);
@@ -138,6 +161,10 @@ inline std::vector<named_table> read_tables(const std::string& path) {
       }
       table.values[i] = previous;
     }
+    if (grid)
+      for (std::uint32_t& value : table.values)
+        if (!entry_on_grid(value, grid, value))
+          in.fail("has table '" + table.name + "' with a grid value that is no fp32 number (corrupt)");
     if (fnv1a64_of_values(table.values.data(), count) != checksum)
       in.fail("has table '" + table.name + "' whose decoded values fail their FNV-1a checksum (corrupt)");
     tables.push_back(std::move(table));
@@ -157,10 +184,12 @@ inline std::vector<std::uint32_t> take_table(std::vector<named_table>& tables, s
 
 namespace ptx {
 
-// The three 2^23-entry tables, decoded into plain arrays for fast lookups.
+// The 2^23-entry tables, decoded into plain arrays for fast lookups.
 class mufu_tables {
  public:
-  // Reads mufu_ex2.bxt and mufu_rcp.bxt from a folder; throws mufu_data_error.
+  // Reads mufu_ex2.bxt, mufu_rcp.bxt and, when the folder has it,
+  // mufu_lg2.bxt; throws mufu_data_error. A folder without mufu_lg2.bxt (an
+  // older install) serves ex2 and rcp; lg2 then throws, naming the file.
   static mufu_tables load(const std::string& directory) {
     mufu_tables tables;
     const std::string ex2_path = directory + "/mufu_ex2.bxt", rcp_path = directory + "/mufu_rcp.bxt";
@@ -169,6 +198,11 @@ class mufu_tables {
     tables.positive_ = detail::mufu_file::take_table(ex2, name_of(mufu_table::ex2_positive), ex2_path);
     auto rcp = detail::mufu_file::read_tables(rcp_path);
     tables.reciprocal_ = detail::mufu_file::take_table(rcp, name_of(mufu_table::rcp), rcp_path);
+    tables.lg2_path_ = directory + "/mufu_lg2.bxt";
+    if (std::ifstream(tables.lg2_path_).good()) {
+      auto lg2 = detail::mufu_file::read_tables(tables.lg2_path_);
+      tables.logarithm_ = detail::mufu_file::take_table(lg2, name_of(mufu_table::lg2), tables.lg2_path_);
+    }
     return tables;
   }
 
@@ -193,16 +227,26 @@ class mufu_tables {
     return tables;
   }
 
+  bool has(mufu_table table) const { return table != mufu_table::lg2 || !logarithm_.empty(); }
   std::uint32_t entry(mufu_table table, std::uint32_t k) const { return data(table)[k]; }
   const std::uint32_t* data(mufu_table table) const {
-    return table == mufu_table::ex2_negative   ? negative_.data()
-           : table == mufu_table::ex2_positive ? positive_.data()
-                                               : reciprocal_.data();
+    switch (table) {
+      case mufu_table::ex2_negative: return negative_.data();
+      case mufu_table::ex2_positive: return positive_.data();
+      case mufu_table::rcp: return reciprocal_.data();
+      case mufu_table::lg2: break;
+    }
+    if (logarithm_.empty()) [[unlikely]] {
+      const std::vector<unsigned char> none;
+      detail::mufu_file::reader{lg2_path_, none}.fail("cannot be opened (missing or unreadable), so lg2 has no table");
+    }
+    return logarithm_.data();
   }
   static constexpr std::uint32_t size() { return detail::mufu_file::entries; }
 
  private:
-  std::vector<std::uint32_t> negative_, positive_, reciprocal_;
+  std::vector<std::uint32_t> negative_, positive_, reciprocal_, logarithm_;
+  std::string lg2_path_;  // where load() looked for mufu_lg2.bxt, for the error when it was absent
 };
 
 }  // namespace ptx

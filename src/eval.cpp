@@ -515,7 +515,8 @@ int eval_command(const arguments& args) {
   argument_reader reader(args, "eval");
   environment_options options;
   eval_settings settings;
-  bool stop_on_error = false, check = false, exact_given = false;
+  bool stop_on_error = false, check = false;
+  std::string_view exact_option;  // the spelling given: --exact, -exact, --notexact or -notexact
   std::string_view function_name;
   for (; !reader.at_end(); reader.next()) {
     const std::string_view arg = reader.current();
@@ -525,9 +526,10 @@ int eval_command(const arguments& args) {
     } else if (reader.take_flag("--check")) {
       check = true;
     } else if (reader.take_flag("--exact") || reader.take_flag("-exact", "--exact")) {
-      settings.exact = exact_given = true;
+      settings.exact = true;
+      exact_option = arg;
     } else if (reader.take_flag("--notexact", "--exact") || reader.take_flag("-notexact", "--exact")) {
-      exact_given = true;
+      exact_option = arg;
     } else if (arg == "--list") {
       fail("eval: --list takes no other arguments; write bitexact eval --list");
     } else if (!arg.empty() && arg[0] == '-') {
@@ -545,8 +547,9 @@ int eval_command(const arguments& args) {
     if (function.kind != function_kind::arithmetic)
       check_environment_options(options, effective_options(function.kind), context, why_not_effective(function.kind));
     else check_environment_options(options, every_environment_option, context, "");
-    if (exact_given && function.kind != function_kind::to_integer)
-      fail(context + ": --exact cannot change the result: it applies only to conversions to integers; drop it");
+    if (!exact_option.empty() && function.kind != function_kind::to_integer)
+      fail(context + ": " + std::string(exact_option) +
+           " cannot change the result: it applies only to conversions to integers; drop it");
     settings.env = options.env;
     return evaluator(function, settings, stop_on_error, check).run();
   }

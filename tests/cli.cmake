@@ -281,6 +281,8 @@ bitexact_cli_test(error_from_with_every_operand_prefixed RC 2 ARGS trace add bf1
   ERROR_CONTAINS "--from cannot change the result")
 bitexact_cli_test(error_eval_exact_on_add RC 2 ARGS eval f32_add --exact ONE_LINE_ERROR
   ERROR_CONTAINS "--exact cannot change the result")
+bitexact_cli_test(error_eval_notexact_on_add RC 2 ARGS eval f32_add -notexact ONE_LINE_ERROR
+  ERROR_CONTAINS "-notexact cannot change the result")
 bitexact_cli_test(error_eval_ftz_on_comparison RC 2 ARGS eval f32_lt --ftz ONE_LINE_ERROR
   ERROR_CONTAINS "--ftz cannot change the result")
 bitexact_cli_test(error_eval_list_with_more RC 2 ARGS eval --list f32_add ONE_LINE_ERROR)

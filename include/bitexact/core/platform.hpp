@@ -54,7 +54,7 @@ constexpr value<R> nan_operand_result(const environment& env, common_nan first_n
 // operand whether it is signaling or quiet). A signaling operand raises
 // invalid either way.
 template <format R, format... Fs>
-constexpr value<R> propagate_nan(const environment& env, flags& raised, value<Fs>... operands) {
+BITEXACT_INLINE constexpr value<R> propagate_nan(const environment& env, flags& raised, value<Fs>... operands) {
   if ((operands.is_signaling_nan() || ...)) raised.bits |= flags::invalid;
   common_nan first{};
   bool found = false;
@@ -81,7 +81,7 @@ constexpr value<R> infinity_result(bool sign, const environment& env) {
 // inf / x, sqrt(inf), a conversion): in a format without infinities the NaN of
 // infinity_result, and the operation is invalid.
 template <format R>
-constexpr value<R> infinite_operand_result(bool sign, const environment& env, flags& raised) {
+BITEXACT_INLINE constexpr value<R> infinite_operand_result(bool sign, const environment& env, flags& raised) {
   if constexpr (!R.has_infinity()) raised.bits |= flags::invalid;
   return infinity_result<R>(sign, env);
 }
@@ -89,7 +89,7 @@ constexpr value<R> infinite_operand_result(bool sign, const environment& env, fl
 // The NaN of an invalid operation on non-NaN operands (inf - inf, 0 * inf, ...):
 // x86's default NaN (sign set), or CUDA's canonical one.
 template <format R>
-constexpr value<R> invalid_result(const environment& env, flags& raised) {
+BITEXACT_INLINE constexpr value<R> invalid_result(const environment& env, flags& raised) {
   raised.bits |= flags::invalid;
   return env.nans == nan_policy::canonical ? value<R>::canonical_nan() : value<R>::default_nan(true);
 }

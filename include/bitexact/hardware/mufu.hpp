@@ -27,6 +27,8 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "alu.hpp"
 #include "mufu_tables.hpp"
@@ -171,9 +173,19 @@ inline float32 rcp_approx(float32 x, const mufu_tables& tables = mufu_tables::sh
   return mul(scale, reciprocal, fmul, obs).result;
 }
 
-// lg2.approx.ftz.f32 (MUFU.LG2), as hypothesis H1 of docs/mufu.md until the
-// capture decides: the unit adds the input's exponent e to its table's
-// log2 of the significand and rounds once, to nearest.
+// The inputs lg2_approx_ftz does not model: positive normals below 1, whose
+// results the GPU does not give as e + T(k) rounded in any IEEE mode
+// (capture_lg2's sweeps, docs/mufu.md). Flash attention takes lg2 only of
+// row sums, which are at least 1.
+struct lg2_not_modelled : std::domain_error {
+  using std::domain_error::domain_error;
+};
+
+// lg2.approx.ftz.f32 (MUFU.LG2). For x = 2^e * (1 + k/2^23) with e >= 0 the
+// unit adds e to its table's T(k) = lg2.approx.ftz(1 + k/2^23) and rounds
+// toward zero: the H100's results for all 1,065,353,216 finite inputs >= 1
+// match that (capture_lg2 sweep H1z, 0 mismatches for e >= 0), and no IEEE
+// rounding of e + T(k) matches below 1, so those inputs throw lg2_not_modelled.
 template <class O = no_observer>
 inline float32 lg2_approx_ftz(float32 x, const mufu_tables& tables = mufu_tables::shared(), O&& obs = {}) {
   const std::uint32_t magnitude = x.bits & detail::magnitude_mask;
@@ -194,19 +206,24 @@ inline float32 lg2_approx_ftz(float32 x, const mufu_tables& tables = mufu_tables
     report(obs, special_event{special_reason::infinity_operand});
     return float32::infinity();
   }
+  const int exponent = static_cast<int>(magnitude >> 23) - 127;
+  if (exponent < 0) [[unlikely]]
+    throw lg2_not_modelled("lg2.approx.f32 of " + std::to_string(to_host(x)) +
+                           ": inputs below 1 are not modelled (docs/mufu.md)");
   const std::uint32_t k = magnitude & detail::fraction_mask;
   const std::uint32_t entry = tables.data(mufu_table::lg2)[k];
-  const int exponent = static_cast<int>(magnitude >> 23) - 127;
   report(obs, mufu_lookup_event{mufu_table::lg2, k, entry, exponent});
-  return add(from_host(static_cast<float>(exponent)), float32::from_bits(entry), gpu_environment(), obs).result;
+  return add(from_host(static_cast<float>(exponent)), float32::from_bits(entry),
+             gpu_environment(rounding_mode::toward_zero), obs)
+      .result;
 }
 
 // lg2.approx.f32: the unit reads subnormals as zero, so the wrapper scales an
 // input below 2^-126 in magnitude by 2^lg2_subnormal_scale first and
 // subtracts lg2_subnormal_scale after, with IEEE round-to-nearest FMUL and
-// FADD. The scale is 23 until the capture's SASS and sweeps (W23 against
-// W24) confirm or replace it.
-inline constexpr int lg2_subnormal_scale = 23;
+// FADD, as ptxas expands lg2.approx.f32 (FMUL by 2^24, FADD -24); the H100 sweeps
+// found this wrapper, and the same with 2^23, identical to lg2.approx.f32 on all 2^32 inputs (W24, W23).
+inline constexpr int lg2_subnormal_scale = 24;
 
 template <class O = no_observer>
 inline float32 lg2_approx(float32 x, const mufu_tables& tables = mufu_tables::shared(), O&& obs = {}) {

@@ -117,8 +117,13 @@ def bits16(t):
     return t.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
 
 
-def make_inputs(kind, b, h, n, d, seed):
+def make_inputs(kind, b, h, n, d, seed, n_keys=None):
     g = torch.Generator().manual_seed(seed)
+    if n_keys is not None and n_keys != n:
+        # Different lengths: normal inputs only.
+        q = torch.randn(b, h, n, d, generator=g)
+        k, v = torch.randn(b, h, n_keys, d, generator=g), torch.randn(b, h, n_keys, d, generator=g)
+        return q.bfloat16(), k.bfloat16(), v.bfloat16()
 
     def randn(*shape):
         return torch.randn(*shape, generator=g)
@@ -196,14 +201,24 @@ def scenarios():
                                 B=1, H=4, N=1000, d=d, causal=causal, scale=0.3 if kind == "scale" else None,
                                 keep_heads=[0, 1, 2, 3] if ties else [0, 3], seed=seed))
                 seed += 1
+    # Few query rows against many keys: the split heuristic's largest split
+    # counts, so the combine kernel holds several L per thread (kMaxSplits 64, 128).
+    for d, n_keys in ((64, 32768), (128, 32768), (64, 8192), (128, 3000)):
+        out.append(dict(name=f"split_d{d}_q64_k{n_keys}_full_normal", kind="normal", B=1, H=1, N=64, NK=n_keys, d=d,
+                        causal=False, scale=None, keep_heads=[0], seed=seed))
+        seed += 1
     return out
 
 
 def capture(outdir):
     vers = versions()
     manifest = {"versions": vers, "scenarios": []}
+    only = os.environ.get("CAPTURE_ONLY")  # a substring of the scenario names to capture
     for s in scenarios():
-        q, k, v = make_inputs(s["kind"], s["B"], s["H"], s["N"], s["d"], s["seed"])
+        if only and only not in s["name"]:
+            continue
+        s.setdefault("NK", s["N"])
+        q, k, v = make_inputs(s["kind"], s["B"], s["H"], s["N"], s["d"], s["seed"], s["NK"])
         qc, kc, vc = q.cuda(), k.cuda(), v.cuda()
         result = {}
 

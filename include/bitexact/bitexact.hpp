@@ -1,14 +1,16 @@
 // The one include a user needs: every layer of the library (core, host,
-// trace, hardware, testing's check). For the arithmetic alone, without Boost
+// trace, hardware, attention, testing's check). For the arithmetic alone, without Boost
 // and fmt, include core/operations.hpp (and host/elementwise.hpp). The
 // doctest glue, testing/doctest.hpp, needs doctest and is included by itself.
 #pragma once
 
+#include "attention/flash_forward.hpp"
 #include "core/environment.hpp"
 #include "core/format.hpp"
 #include "core/operations.hpp"
 #include "core/round.hpp"
 #include "hardware/alu.hpp"
+#include "hardware/libdevice.hpp"
 #include "hardware/mma.hpp"
 #include "hardware/mufu.hpp"
 #include "host/elementwise.hpp"

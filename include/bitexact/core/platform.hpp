@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "bits.hpp"
 #include "environment.hpp"
 #include "format.hpp"
 

@@ -1,0 +1,447 @@
+// The flash-attention forward pass (FlashAttention-2, bf16 in, fp32
+// accumulate) emulated from the hardware models: tensor-core steps for Q K^T
+// and P V, MUFU.EX2 for the exponentials, fp32 ALU operations for everything
+// between, in the order and with the roundings of the kernel it reproduces.
+// Nothing here rounds by itself: every rounding is one of the hardware models'.
+//
+// Per query row, over K/V blocks from the last to the first (each block of
+// block_n keys):
+//   S     = Q K^T, a chain of fused tensor-core steps over the head dim, from +0
+//   m     = max(m, rowmax(S))                    masked scores are -inf
+//   P     = ex2(RN(RN(S * scale_log2) - RN(m * scale_log2)))     (UNFUSE_FMA)
+//   alpha = ex2(RN(RN(m_old - m) * scale_log2)); row sums and O times alpha
+//   l_t  += P, four partial sums per row (one per thread of a quad)
+//   O     = O + bf16(P) V, a chain of fused tensor-core steps over the keys
+// then l = (l_0 + l_2) + (l_1 + l_3), O = RN(O * RN(1 / l)), L = m * scale + log(l).
+// With split-KV, each split runs this over its own blocks and writes O and L
+// in fp32; the combine kernel merges them (combine_splits below).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../core/format.hpp"
+#include "../core/operations.hpp"
+#include "../hardware/alu.hpp"
+#include "../hardware/libdevice.hpp"
+#include "../hardware/mma.hpp"
+#include "../hardware/mufu.hpp"
+
+namespace bitexact::attention {
+
+// One attention call as PyTorch's scaled_dot_product_attention takes it:
+// Q [batch, heads, query_rows, head_dim], K and V [batch, heads, key_rows, head_dim].
+struct attention_shape {
+  int batch = 1;
+  int heads = 1;
+  int query_rows = 0;
+  int key_rows = 0;
+  int head_dim = 0;
+  bool causal = false;  // bottom-right aligned: query row i sees keys j <= i + key_rows - query_rows
+};
+
+// PyTorch's default softmax scale: 1/sqrt(d) in double, then rounded to float
+// when it is passed to the kernel (sdp::calculate_scale, mha_fwd).
+inline float32 default_softmax_scale(int head_dim) {
+  return from_host(static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))));
+}
+
+// The exponent's scale: the float scale times log2(e) in double, rounded once
+// to float (set_params_fprop: scale_softmax * M_LOG2E).
+inline float32 softmax_scale_log2(float32 scale) {
+  constexpr double log2_e = 1.44269504088896340736;
+  return from_host(static_cast<float>(static_cast<double>(to_host(scale)) * log2_e));
+}
+
+// What decides the bits of one flash-attention forward pass.
+struct flash_kernel {
+  int block_m = 128;  // query rows of one thread block (the causal block range depends on it)
+  int block_n = 64;   // keys of one K/V block
+  int splits = 1;     // 1: one pass; more: split-KV, then the combine kernel
+  fused_sum_unit tensor_core = sm90_tensor_core;
+  // PyTorch compiles with UNFUSE_FMA: the score is scaled by a rounded multiply
+  // and then the max subtracted; without it one FFMA does both.
+  bool unfused_scale = true;
+  float32 scale{};       // natural-log units, for L
+  float32 scale_log2{};  // for the exponents
+};
+
+// The split heuristic of flash-attention's mha_fwd (num_splits_heuristic):
+// split only while the blocks of rows do not fill 80% of the GPU's
+// 2 * SM slots, and then take the fewest splits whose wave efficiency is
+// within 85% of the best. Float arithmetic as written there.
+inline int split_count_heuristic(int row_blocks, int slots, int key_blocks, int max_splits = 128) {
+  if (static_cast<float>(row_blocks) >= 0.8f * static_cast<float>(slots)) return 1;
+  max_splits = std::min({max_splits, slots, key_blocks});
+  const auto ceil_div = [](int a, int b) { return (a + b - 1) / b; };
+  // A split count that leaves the blocks per split unchanged is no better than one fewer.
+  const auto eligible = [&](int s) { return s == 1 || ceil_div(key_blocks, s) != ceil_div(key_blocks, s - 1); };
+  std::vector<float> efficiency(static_cast<std::size_t>(max_splits) + 1, 0.0f);
+  float best = 0.0f;
+  for (int s = 1; s <= max_splits; ++s) {
+    if (!eligible(s)) continue;
+    const float waves = static_cast<float>(row_blocks * s) / static_cast<float>(slots);
+    efficiency[static_cast<std::size_t>(s)] = waves / std::ceil(waves);
+    best = std::max(best, efficiency[static_cast<std::size_t>(s)]);
+  }
+  for (int s = 1; s <= max_splits; ++s)
+    if (eligible(s) && static_cast<double>(efficiency[static_cast<std::size_t>(s)]) >= 0.85 * static_cast<double>(best))
+      return s;
+  return 1;
+}
+
+// PyTorch's scaled_dot_product_attention flash backend on sm_90 (torch 2.11,
+// flash-attention 2 kernels): the tiles it picks for head dims 64 and 128 and
+// the split count of its heuristic for a GPU with sm_count multiprocessors
+// (132 on H100 SXM and H200). scale: the caller's, or PyTorch's default.
+inline flash_kernel pytorch_sdpa_flash_sm90(const attention_shape& shape, std::optional<float32> scale = {},
+                                            int sm_count = 132) {
+  if (shape.head_dim != 64 && shape.head_dim != 128)
+    throw std::invalid_argument("pytorch_sdpa_flash_sm90: head_dim " + std::to_string(shape.head_dim) +
+                                " is not modelled (64 and 128 are)");
+  flash_kernel kernel;
+  kernel.scale = scale ? *scale : default_softmax_scale(shape.head_dim);
+  kernel.scale_log2 = softmax_scale_log2(kernel.scale);
+  // set_params_splitkv: the split kernel's blocks are 64 rows by 256 (d = 64) or 128 (d = 128) keys.
+  const int split_block_n = shape.head_dim == 64 ? 256 : 128;
+  const int key_blocks = (shape.key_rows + split_block_n - 1) / split_block_n;
+  const int row_blocks = shape.batch * shape.heads * ((shape.query_rows + 63) / 64);
+  kernel.splits = split_count_heuristic(row_blocks, 2 * sm_count, key_blocks);
+  if (kernel.splits > 1) {
+    kernel.block_m = 64;
+    kernel.block_n = split_block_n;
+  } else {
+    kernel.block_m = 128;
+    kernel.block_n = shape.head_dim == 64 ? 128 : 64;
+  }
+  return kernel;
+}
+
+namespace detail {
+
+// FMNMX as CUDA's fmaxf: a NaN operand loses to a number; -0 < +0.
+inline float32 fmnmx_max(float32 a, float32 b) {
+  if (a.is_nan()) return b;
+  if (b.is_nan()) return a;
+  const float x = to_host(a), y = to_host(b);
+  if (x == y) return a.sign() ? b : a;
+  return x > y ? a : b;
+}
+
+inline constexpr float32 negative_infinity = float32::infinity(true);
+
+// One split's results for one head, per query row: the normalised O in fp32
+// (the split kernel's oaccum) and its L (lse_accum).
+struct split_result {
+  std::vector<float32> o;    // [query_rows][head_dim]
+  std::vector<float32> lse;  // [query_rows]
+};
+
+// The head's operands, rearranged once for the tensor-core tiles.
+struct head_operands {
+  const attention_shape& shape;
+  std::span<const bfloat16> q, k;  // [rows][head_dim]
+  std::vector<bfloat16> v_by_dim;  // [head_dim][key_rows]: V^T, so that a tile of B reads contiguous keys
+};
+
+// Rows [row0, row0 + 16) of one thread block (m_block) through one split's K/V blocks.
+class row_slab {
+ public:
+  row_slab(const flash_kernel& kernel, const head_operands& head, int row0)
+      : kernel_(kernel), head_(head), d_(head.shape.head_dim), row0_(row0) {
+    // Q's 16 rows as head_dim/16 tiles of A (16 x 16, row-major); rows past the end are zero.
+    q_tiles_.assign(static_cast<std::size_t>(d_ / 16) * 256, bfloat16::zero());
+    for (int r = 0; r < 16 && row0 + r < head.shape.query_rows; ++r)
+      for (int c = 0; c < d_; ++c)
+        q_tiles_[static_cast<std::size_t>(c / 16) * 256 + static_cast<std::size_t>(r) * 16 + static_cast<std::size_t>(c % 16)] =
+            head.q[static_cast<std::size_t>(row0 + r) * static_cast<std::size_t>(d_) + static_cast<std::size_t>(c)];
+  }
+
+  // Runs K/V blocks [first_block, end_block) from the last down, as the
+  // kernel does; masking_steps: how many of the first iterations mask, and
+  // check_inf_when_masking: whether those guard the rescale against -inf.
+  void run(int first_block, int end_block, int masking_steps, bool check_inf_when_masking) {
+    const std::size_t bn = static_cast<std::size_t>(kernel_.block_n), d = static_cast<std::size_t>(d_);
+    o_.assign(16 * d, float32::zero());
+    max_.assign(16, negative_infinity);
+    sums_.assign(16 * 4, float32::zero());
+    std::vector<float32> scores(16 * bn);
+    std::vector<bfloat16> p(16 * bn);
+    int iteration = 0;
+    for (int block = end_block - 1; block >= first_block; --block, ++iteration) {
+      const bool masking = iteration < masking_steps;
+      const bool first = iteration == 0;
+      compute_scores(block, scores);
+      for (int r = 0; r < 16; ++r)
+        softmax_row(r, block, first, masking, masking && check_inf_when_masking, scores, p);
+      accumulate_pv(block, p);
+    }
+  }
+
+  // The epilogue for row r: O normalised in fp32 (before any bf16
+  // conversion), and L; sum_zero_lse is L for a row whose sum is 0 or NaN.
+  void finish_row(int r, std::span<float32> o_row, float32& lse, float32 sum_zero_lse) const {
+    const std::size_t base = static_cast<std::size_t>(r) * 4;
+    // Allreduce<4>: xor 2, then xor 1.
+    const float32 sum = ptx::add_f32(ptx::add_f32(sums_[base], sums_[base + 2]), ptx::add_f32(sums_[base + 1], sums_[base + 3]));
+    const bool degenerate = to_host(sum) == 0.0f || sum.is_nan();
+    const float32 inverse = degenerate ? from_host(1.0f) : div(from_host(1.0f), sum, ptx::gpu_environment()).result;
+    for (int c = 0; c < d_; ++c)
+      o_row[static_cast<std::size_t>(c)] = ptx::mul_f32(o_[static_cast<std::size_t>(r) * static_cast<std::size_t>(d_) + static_cast<std::size_t>(c)], inverse);
+    lse = degenerate ? sum_zero_lse : log_sum_exp(max_[static_cast<std::size_t>(r)], sum);
+  }
+
+ private:
+  // L = FFMA(m, scale, RN(__logf(l))), __logf = lg2.approx.f32 times ln 2 in
+  // one FMUL; the row max's product is the fused one (SASS of both kernels).
+  float32 log_sum_exp(float32 row_max, float32 sum) const {
+    const float32 log_sum = ptx::mul_f32(ptx::lg2_approx(sum), from_host(0.693147182f));
+    return ptx::fma_f32(row_max, kernel_.scale, log_sum);
+  }
+
+  void compute_scores(int block, std::vector<float32>& scores) const {
+    const std::size_t bn = static_cast<std::size_t>(kernel_.block_n), d = static_cast<std::size_t>(d_);
+    const int key0 = block * kernel_.block_n;
+    std::array<bfloat16, 128> b;
+    std::array<float32, 128> acc;
+    for (std::size_t group = 0; group < bn / 8; ++group) {
+      acc.fill(float32::zero());
+      for (std::size_t chunk = 0; chunk < d / 16; ++chunk) {
+        // B (16 x 8, element (k, n) at b[n * 16 + k]): keys of the group, dims of the chunk.
+        for (std::size_t n = 0; n < 8; ++n) {
+          const int key = key0 + static_cast<int>(group * 8 + n);
+          for (std::size_t k = 0; k < 16; ++k)
+            b[n * 16 + k] = key < head_.shape.key_rows
+                                ? head_.k[static_cast<std::size_t>(key) * d + chunk * 16 + k]
+                                : bfloat16::zero();
+        }
+        mma_m16n8k16<fp32, bf16>(kernel_.tensor_core, std::span<const bfloat16, 256>(q_tiles_.data() + chunk * 256, 256),
+                                 b, acc, acc);
+      }
+      for (std::size_t r = 0; r < 16; ++r)
+        for (std::size_t n = 0; n < 8; ++n) scores[r * bn + group * 8 + n] = acc[r * 8 + n];
+    }
+  }
+
+  void softmax_row(int r, int block, bool first, bool masking, bool check_inf, std::vector<float32>& scores,
+                   std::vector<bfloat16>& p) {
+    const std::size_t bn = static_cast<std::size_t>(kernel_.block_n), ur = static_cast<std::size_t>(r);
+    float32* s = scores.data() + ur * bn;
+    const attention_shape& shape = head_.shape;
+    const int row = row0_ + r;
+    if (masking) {
+      // mask.h: keys past the end, and (causal) keys after the row's diagonal, are -inf.
+      int limit = shape.key_rows;
+      if (shape.causal) limit = std::min(limit, row + 1 + shape.key_rows - shape.query_rows);
+      for (std::size_t j = 0; j < bn; ++j)
+        if (block * kernel_.block_n + static_cast<int>(j) >= limit) s[j] = negative_infinity;
+    }
+    const float32 previous = max_[ur];
+    float32 m = first ? s[0] : previous;
+    for (std::size_t j = first ? 1 : 0; j < bn; ++j) m = fmnmx_max(m, s[j]);
+    max_[ur] = m;
+    float32* sums = sums_.data() + ur * 4;
+    float32 alpha{};
+    if (!first) {
+      const float32 current = check_inf && m == negative_infinity ? float32::zero() : m;
+      alpha = ex2(ptx::mul_f32(ptx::sub_f32(previous, current), kernel_.scale_log2));
+      float32* o = o_.data() + ur * static_cast<std::size_t>(d_);
+      for (int c = 0; c < d_; ++c) o[c] = ptx::mul_f32(o[c], alpha);
+    }
+    const float32 max_scaled = m == negative_infinity ? float32::zero() : ptx::mul_f32(m, kernel_.scale_log2);
+    std::vector<float32> row_p(bn);
+    for (std::size_t j = 0; j < bn; ++j) {
+      const float32 exponent = kernel_.unfused_scale
+                                   ? ptx::sub_f32(ptx::mul_f32(s[j], kernel_.scale_log2), max_scaled)
+                                   : ptx::fma_f32(s[j], kernel_.scale_log2, float32::from_bits(max_scaled.bits ^ 0x80000000u));
+      row_p[j] = ex2(exponent);
+      p[ur * bn + j] = ptx::cvt_rn_bf16_f32(row_p[j]);
+    }
+    // Thread t of the quad holds columns 8 nj + 2 t + {0, 1}, added in that
+    // order. On later blocks nvcc contracts the rescale of the running sum
+    // with the first addition: FFMA(alpha, sum, p_first) (SASS of both kernels).
+    for (std::size_t t = 0; t < 4; ++t) {
+      for (std::size_t nj = 0; nj < bn / 8; ++nj)
+        for (std::size_t jj = 0; jj < 2; ++jj) {
+          const float32 x = row_p[nj * 8 + 2 * t + jj];
+          if (nj + jj > 0) sums[t] = ptx::add_f32(sums[t], x);
+          else sums[t] = first ? x : ptx::fma_f32(alpha, sums[t], x);
+        }
+    }
+  }
+
+  void accumulate_pv(int block, const std::vector<bfloat16>& p) {
+    const std::size_t bn = static_cast<std::size_t>(kernel_.block_n), d = static_cast<std::size_t>(d_);
+    const std::size_t keys = static_cast<std::size_t>(head_.shape.key_rows);
+    const std::size_t key0 = static_cast<std::size_t>(block) * bn;
+    std::array<bfloat16, 256> a;
+    std::array<bfloat16, 128> b;
+    std::array<float32, 128> acc;
+    for (std::size_t group = 0; group < d / 8; ++group) {
+      for (std::size_t r = 0; r < 16; ++r)
+        for (std::size_t n = 0; n < 8; ++n) acc[r * 8 + n] = o_[r * d + group * 8 + n];
+      for (std::size_t chunk = 0; chunk < bn / 16; ++chunk) {
+        for (std::size_t r = 0; r < 16; ++r)
+          for (std::size_t k = 0; k < 16; ++k) a[r * 16 + k] = p[r * bn + chunk * 16 + k];
+        // V rows past the end are zero (the kernel clears them).
+        for (std::size_t n = 0; n < 8; ++n)
+          for (std::size_t k = 0; k < 16; ++k) {
+            const std::size_t key = key0 + chunk * 16 + k;
+            b[n * 16 + k] = key < keys ? head_.v_by_dim[(group * 8 + n) * keys + key] : bfloat16::zero();
+          }
+        mma_m16n8k16<fp32, bf16>(kernel_.tensor_core, a, b, acc, acc);
+      }
+      for (std::size_t r = 0; r < 16; ++r)
+        for (std::size_t n = 0; n < 8; ++n) o_[r * d + group * 8 + n] = acc[r * 8 + n];
+    }
+  }
+
+  // exp2f as nvcc compiles it without fast math: MUFU.EX2 in its non-FTZ wrapper.
+  static float32 ex2(float32 x) { return ptx::ex2_approx(x); }
+
+  const flash_kernel& kernel_;
+  const head_operands& head_;
+  int d_;
+  int row0_;
+  std::vector<bfloat16> q_tiles_;
+  std::vector<float32> o_;     // [16][head_dim], the unnormalised accumulator
+  std::vector<float32> max_;   // [16]
+  std::vector<float32> sums_;  // [16][4], each thread's partial row sum
+};
+
+}  // namespace detail
+
+// The results of one forward pass: O [batch, heads, query_rows, head_dim] in
+// bf16 and L [batch, heads, query_rows] in fp32 (natural-log units).
+struct attention_output {
+  std::vector<bfloat16> o;
+  std::vector<float32> lse;
+};
+
+namespace detail {
+
+// The K/V block range a thread block of rows (m_block) covers in one split
+// (flash_fwd_kernel.h: n_blocks_per_split, the causal cap).
+struct block_range {
+  int first = 0, end = 0;
+};
+inline block_range blocks_of(const flash_kernel& kernel, const attention_shape& shape, int m_block, int split) {
+  const auto ceil_div = [](int a, int b) { return (a + b - 1) / b; };
+  const int key_blocks = ceil_div(shape.key_rows, kernel.block_n);
+  const int per_split = ceil_div(key_blocks, kernel.splits);
+  block_range range{split * per_split, std::min(key_blocks, (split + 1) * per_split)};
+  if (shape.causal)
+    range.end = std::min(range.end, ceil_div((m_block + 1) * kernel.block_m + shape.key_rows - shape.query_rows, kernel.block_n));
+  return range;
+}
+
+}  // namespace detail
+
+// The combine kernel (flash_fwd_splitkv_combine_kernel) for one query row:
+// split_o [splits][head_dim] and split_lse [splits] as the split kernel wrote
+// them; writes the row's O (bf16) and returns its L. Its exponentials and
+// logarithm are libdevice's expf and logf, not MUFU alone. Each thread of the
+// kernel holds the L of splits l * lanes + lane (l < per_lane) of one row,
+// `lanes` threads share a row, and their sums meet in a butterfly.
+inline float32 combine_splits(int head_dim, std::span<const float32> split_o, std::span<const float32> split_lse,
+                              std::span<bfloat16> o) {
+  const int splits = static_cast<int>(split_lse.size());
+  int max_splits = 2;  // kMaxSplits: the next power of two, at least 2 (Log_max_splits >= 1)
+  while (max_splits < splits) max_splits *= 2;
+  const int rows_per_block = head_dim % 128 == 0 ? 4 : 8;  // the combine kernel's kBlockM
+  const int lanes = std::min(128 / rows_per_block, max_splits);
+  const int per_lane = (max_splits * rows_per_block + 127) / 128;
+  const auto lse_of = [&](int s) { return s < splits ? split_lse[static_cast<std::size_t>(s)] : detail::negative_infinity; };
+  float32 lse_max = lse_of(0);
+  for (int s = 1; s < max_splits; ++s) lse_max = detail::fmnmx_max(lse_max, lse_of(s));
+  if (lse_max == detail::negative_infinity) lse_max = float32::zero();
+  std::vector<float32> lane_sum(static_cast<std::size_t>(lanes));
+  for (int lane = 0; lane < lanes; ++lane) {
+    float32 sum{};
+    for (int l = 0; l < per_lane; ++l) {
+      const float32 term = ptx::expf_libdevice(ptx::sub_f32(lse_of(l * lanes + lane), lse_max));
+      sum = l == 0 ? term : ptx::add_f32(sum, term);
+    }
+    lane_sum[static_cast<std::size_t>(lane)] = sum;
+  }
+  for (int offset = lanes / 2; offset >= 1; offset /= 2) {
+    std::vector<float32> next(lane_sum.size());
+    for (std::size_t lane = 0; lane < lane_sum.size(); ++lane)
+      next[lane] = ptx::add_f32(lane_sum[lane], lane_sum[lane ^ static_cast<std::size_t>(offset)]);
+    lane_sum = next;
+  }
+  const float32 sum = lane_sum[0];
+  const float32 lse = to_host(sum) == 0.0f || sum.is_nan() ? float32::infinity()
+                                                           : ptx::add_f32(lse_max, ptx::logf_libdevice(sum));
+  const std::size_t d = static_cast<std::size_t>(head_dim);
+  std::vector<float32> acc(d, float32::zero());
+  for (int s = 0; s < splits; ++s) {
+    const float32 scale = ptx::expf_libdevice(ptx::sub_f32(split_lse[static_cast<std::size_t>(s)], lse));
+    for (std::size_t c = 0; c < d; ++c) acc[c] = ptx::fma_f32(scale, split_o[static_cast<std::size_t>(s) * d + c], acc[c]);
+  }
+  for (std::size_t c = 0; c < d; ++c) o[c] = ptx::cvt_rn_bf16_f32(acc[c]);
+  return lse;
+}
+
+// One head: q [query_rows][head_dim], k and v [key_rows][head_dim] (bf16);
+// writes o [query_rows][head_dim] and lse [query_rows].
+inline void flash_forward_head(const flash_kernel& kernel, const attention_shape& shape, std::span<const bfloat16> q,
+                               std::span<const bfloat16> k, std::span<const bfloat16> v, std::span<bfloat16> o,
+                               std::span<float32> lse) {
+  const std::size_t d = static_cast<std::size_t>(shape.head_dim), keys = static_cast<std::size_t>(shape.key_rows);
+  detail::head_operands head{shape, q, k, std::vector<bfloat16>(d * keys)};
+  for (std::size_t key = 0; key < keys; ++key)
+    for (std::size_t c = 0; c < d; ++c) head.v_by_dim[c * keys + key] = v[key * d + c];
+  const bool even_mn = shape.key_rows % kernel.block_n == 0 && shape.query_rows % kernel.block_m == 0;
+  const bool split = kernel.splits > 1;
+  // n_masking_steps: one for the non-causal mask of the last block; causal
+  // needs ceil(block_m / block_n) blocks, one more when the shape is ragged.
+  const int masking_steps =
+      !shape.causal ? 1 : (even_mn ? (kernel.block_m + kernel.block_n - 1) / kernel.block_n
+                                   : (kernel.block_m + kernel.block_n - 1) / kernel.block_n + 1);
+  // Check_inf: the single-split kernel guards the rescale in causal masking
+  // steps; the split kernel also when the shape is ragged.
+  const bool check_inf = split ? (shape.causal || !even_mn) : shape.causal;
+  std::vector<std::vector<float32>> split_o(static_cast<std::size_t>(kernel.splits));
+  std::vector<std::vector<float32>> split_lse(static_cast<std::size_t>(kernel.splits));
+  for (int row0 = 0; row0 < shape.query_rows; row0 += 16) {
+    const int m_block = row0 / kernel.block_m;
+    const int rows = std::min(16, shape.query_rows - row0);
+    for (int s = 0; s < kernel.splits; ++s) {
+      auto& so = split_o[static_cast<std::size_t>(s)];
+      auto& sl = split_lse[static_cast<std::size_t>(s)];
+      so.assign(16 * d, float32::zero());
+      sl.assign(16, split ? detail::negative_infinity : float32::infinity());
+      const detail::block_range range = detail::blocks_of(kernel, shape, m_block, s);
+      if (range.first >= range.end) continue;  // an empty split: O = 0, L = -inf (+inf unsplit)
+      detail::row_slab slab(kernel, head, row0);
+      slab.run(range.first, range.end, masking_steps, check_inf);
+      for (int r = 0; r < rows; ++r)
+        slab.finish_row(r, std::span<float32>(so.data() + static_cast<std::size_t>(r) * d, d), sl[static_cast<std::size_t>(r)],
+                        split ? detail::negative_infinity : float32::infinity());
+    }
+    for (int r = 0; r < rows; ++r) {
+      const std::size_t row = static_cast<std::size_t>(row0 + r);
+      if (!split) {
+        for (std::size_t c = 0; c < d; ++c) o[row * d + c] = ptx::cvt_rn_bf16_f32(split_o[0][static_cast<std::size_t>(r) * d + c]);
+        lse[row] = split_lse[0][static_cast<std::size_t>(r)];
+        continue;
+      }
+      std::vector<float32> row_o(static_cast<std::size_t>(kernel.splits) * d), row_lse(static_cast<std::size_t>(kernel.splits));
+      for (std::size_t s = 0; s < static_cast<std::size_t>(kernel.splits); ++s) {
+        std::copy_n(split_o[s].begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * d), d, row_o.begin() + static_cast<std::ptrdiff_t>(s * d));
+        row_lse[s] = split_lse[s][static_cast<std::size_t>(r)];
+      }
+      lse[row] = combine_splits(shape.head_dim, row_o, row_lse, o.subspan(row * d, d));
+    }
+  }
+}
+
+}  // namespace bitexact::attention

@@ -1,0 +1,149 @@
+// The flash-attention emulator against PyTorch's flash backend on an H100:
+// every element of O and L of the captured heads in tests/data/attention
+// (MANIFEST says which calls they come from), and the split count of every
+// shape in its kernel survey.
+#include <doctest/doctest.h>
+
+#include <bitexact/attention/flash_forward.hpp>
+#include <bitexact/core/checksum.hpp>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "npy.hpp"
+
+using namespace bitexact;
+using namespace bitexact::attention;
+
+namespace {
+
+const std::string data_dir = std::string(BITEXACT_TEST_DATA_DIR) + "/attention";
+
+struct captured_case {
+  std::string name;
+  attention_shape shape;
+  std::optional<float32> scale;
+  int torch_splits = 0;
+};
+
+std::string hex(std::uint64_t x) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(x));
+  return text;
+}
+
+std::uint64_t file_checksum(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return fnv1a64(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+}
+
+// The cases of MANIFEST, after checking every file's checksum.
+std::vector<captured_case> read_manifest() {
+  std::ifstream in(data_dir + "/MANIFEST");
+  REQUIRE_MESSAGE(in, "cannot open " << data_dir << "/MANIFEST");
+  std::vector<captured_case> cases;
+  int files = 0;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string kind;
+    fields >> kind;
+    if (kind == "case") {
+      captured_case c;
+      std::string scale;
+      int causal = 0, head = 0;
+      fields >> c.name >> c.shape.batch >> c.shape.heads >> c.shape.query_rows >> c.shape.key_rows >>
+          c.shape.head_dim >> causal >> scale >> c.torch_splits >> head;
+      REQUIRE_MESSAGE(fields, "malformed MANIFEST line: " << line);
+      c.shape.causal = causal != 0;
+      if (scale != "default") c.scale = from_host(std::stof(scale));
+      cases.push_back(c);
+    } else if (kind == "file") {
+      std::string checksum, path;
+      fields >> checksum >> path;
+      CHECK_MESSAGE(hex(file_checksum(data_dir + "/" + path)) == checksum, path << ": checksum differs from MANIFEST");
+      ++files;
+    }
+  }
+  CHECK(files == 5 * static_cast<int>(cases.size()));
+  return cases;
+}
+
+std::vector<bfloat16> read_bf16(const std::string& path, std::size_t count) {
+  const npy::array a = npy::read(path);
+  REQUIRE(a.element_size() == 2);
+  REQUIRE(a.element_count() == count);
+  std::vector<bfloat16> values(count);
+  for (std::size_t i = 0; i < count; ++i) values[i] = bfloat16::from_bits(a.word(i));
+  return values;
+}
+
+}  // namespace
+
+TEST_SUITE("attention") {
+  TEST_CASE("pytorch_sdpa_flash_sm90 reproduces PyTorch's flash forward, O and L, bit for bit") {
+    const std::vector<captured_case> cases = read_manifest();
+    std::uint64_t o_compared = 0, lse_compared = 0, mismatches = 0, split_path_elements = 0;
+    for (const captured_case& c : cases) {
+      const std::size_t rows = static_cast<std::size_t>(c.shape.query_rows), keys = static_cast<std::size_t>(c.shape.key_rows);
+      const std::size_t d = static_cast<std::size_t>(c.shape.head_dim);
+      const flash_kernel kernel = pytorch_sdpa_flash_sm90(c.shape, c.scale);
+      CHECK_MESSAGE(kernel.splits == c.torch_splits, c.name);
+      const std::string dir = data_dir + "/" + c.name + "/";
+      const auto q = read_bf16(dir + "q.npy", rows * d), k = read_bf16(dir + "k.npy", keys * d),
+                 v = read_bf16(dir + "v.npy", keys * d), expected_o = read_bf16(dir + "o.npy", rows * d);
+      const npy::array expected_lse = npy::read(dir + "lse.npy");
+      REQUIRE(expected_lse.element_count() == rows);
+      std::vector<bfloat16> o(rows * d);
+      std::vector<float32> lse(rows);
+      flash_forward_head(kernel, c.shape, q, k, v, o, lse);
+      std::uint64_t bad = 0;
+      std::string first;
+      for (std::size_t i = 0; i < rows * d; ++i)
+        if (o[i] != expected_o[i] && bad++ == 0) first = "O[" + std::to_string(i / d) + "][" + std::to_string(i % d) + "]";
+      for (std::size_t i = 0; i < rows; ++i)
+        if (lse[i].bits != expected_lse.word(i) && bad++ == 0) first = "L[" + std::to_string(i) + "]";
+      CHECK_MESSAGE(bad == 0, c.name << ": " << bad << " mismatches, the first at " << first);
+      o_compared += rows * d;
+      lse_compared += rows;
+      mismatches += bad;
+      if (kernel.splits > 1) split_path_elements += rows * d + rows;
+      MESSAGE(c.name << " (" << kernel.splits << (kernel.splits > 1 ? std::string(" splits") : std::string(" split")) << "): " << rows * d
+                     << " O and " << rows << " L elements, " << bad << " mismatches");
+    }
+    MESSAGE(cases.size() << " captured heads: " << o_compared << " O and " << lse_compared << " L elements, "
+                         << mismatches << " mismatches");
+    CHECK(cases.size() == 6);
+    CHECK(o_compared == 17 * 64 + 128 * 128 + 17 * 128 + 2 * 1000 * 64 + 1000 * 128);
+    CHECK(split_path_elements > 0);
+    CHECK(mismatches == 0);
+  }
+
+  TEST_CASE("the split heuristic gives PyTorch's split count for every shape of its survey") {
+    std::ifstream in(data_dir + "/split_survey.txt");
+    REQUIRE(in);
+    int shapes = 0, mismatches = 0, split = 0;
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream fields(line);
+      attention_shape shape;
+      int causal = 0, splits = 0;
+      fields >> shape.batch >> shape.heads >> shape.query_rows >> shape.head_dim >> causal >> splits;
+      REQUIRE(fields);
+      shape.key_rows = shape.query_rows;
+      shape.causal = causal != 0;
+      ++shapes;
+      split += splits > 1;
+      if (pytorch_sdpa_flash_sm90(shape).splits != splits && mismatches++ < 5)
+        MESSAGE("B " << shape.batch << " H " << shape.heads << " N " << shape.query_rows << " d " << shape.head_dim
+                     << ": PyTorch " << splits << ", model " << pytorch_sdpa_flash_sm90(shape).splits);
+    }
+    MESSAGE(shapes << " shapes (" << split << " on the split-KV path), " << mismatches << " mismatches");
+    CHECK(shapes == 936);
+    CHECK(split > 100);
+    CHECK(mismatches == 0);
+  }
+}

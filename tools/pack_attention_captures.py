@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Cuts heads out of a flash-attention capture (cuda/capture/flash_attention.py
+capture DIR) into tests/data/attention/: for each chosen scenario and head,
+q, k, v, o and lse as .npy files of that one head, and one line in MANIFEST
+with the shape PyTorch was called with (which decides the path and the split
+count), the head kept, and the FNV-1a 64 of every file. Python's standard
+library only.
+
+    python3 tools/pack_attention_captures.py CAPTURE_DIR OUT_DIR SCENARIO:HEAD [SCENARIO:HEAD ...]
+"""
+import json
+import os
+import struct
+import sys
+
+
+def fnv1a64(data):
+    # The project's FNV-1a 64 (include/bitexact/core/checksum.hpp), whose offset
+    # basis, 1469598103934665603, is a digit short of the standard one: every
+    # checksum in tests/data and data/ uses it, so this does too.
+    h = 1469598103934665603
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def read_npy(path):
+    raw = open(path, "rb").read()
+    assert raw[:6] == b"\x93NUMPY", path
+    if raw[6] == 1:
+        length, start = struct.unpack("<H", raw[8:10])[0], 10
+    else:
+        length, start = struct.unpack("<I", raw[8:12])[0], 12
+    header = eval(raw[start:start + length].decode("latin1"))  # the header is a Python dict literal
+    return header["descr"], tuple(header["shape"]), raw[start + length:]
+
+
+def write_npy(path, descr, shape, data):
+    shape_text = "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape_text)
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1") + data)
+
+
+def main():
+    if len(sys.argv) < 4:
+        sys.exit(__doc__)
+    capture, out = sys.argv[1], sys.argv[2]
+    manifest = json.load(open(os.path.join(capture, "manifest.json")))
+    by_name = {s["name"]: s for s in manifest["scenarios"]}
+    v = manifest["versions"]
+    lines = [
+        "# Flash-attention captures: PyTorch's SDPA flash backend, one head per case (tools/pack_attention_captures.py).",
+        f"# GPU {v['gpu']} (sm_{v['capability'].replace('.', '')}, {v['sm_count']} SMs), driver {v['nvidia_smi'].split(', ')[-1]}, "
+        f"torch {v['torch']}, CUDA {v['cuda']}.",
+        "# case NAME BATCH HEADS QUERY_ROWS KEY_ROWS HEAD_DIM CAUSAL SCALE SPLITS HEAD (SCALE: default or a decimal;",
+        "#   SPLITS: the split count PyTorch's launch grid showed; HEAD: the head kept, of the call's B x H)",
+        "# file FNV1A64 PATH",
+    ]
+    os.makedirs(out, exist_ok=True)
+    for item in sys.argv[3:]:
+        name, head = item.rsplit(":", 1)
+        s = by_name[name]
+        assert s["B"] == 1, "captures keep heads of batch 1"
+        kept = s["keep_heads"].index(int(head))
+        case = f"{name}_h{head}"
+        os.makedirs(os.path.join(out, case), exist_ok=True)
+        scale = "default" if s["scale"] is None else repr(s["scale"])
+        lines.append(f"case {case} {s['B']} {s['H']} {s['N']} {s.get('NK', s['N'])} {s['d']} {int(s['causal'])} "
+                     f"{scale} {s['splits']} {head}")
+        for array in ("q", "k", "v", "o", "lse"):
+            descr, shape, data = read_npy(os.path.join(capture, name, array + ".npy"))
+            per_head = len(data) // shape[1]
+            part = data[kept * per_head:(kept + 1) * per_head]
+            path = os.path.join(out, case, array + ".npy")
+            write_npy(path, descr, shape[2:], part)
+            lines.append(f"file {fnv1a64(open(path, 'rb').read()):016x} {case}/{array}.npy")
+    with open(os.path.join(out, "MANIFEST"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -7,6 +7,8 @@
 // cuda/capture/capture_lg2.cu (an H100, docs/mufu.md).
 #include <doctest/doctest.h>
 
+#include "mufu_comparisons.hpp"
+
 #include <analysis/capture_files.hpp>
 #include <bitexact/hardware/mufu.hpp>
 #include <filesystem>
@@ -27,22 +29,8 @@ bool lg2_table_absent() {
   return false;
 }
 
-std::string hex(std::uint32_t x) {
-  char buffer[12];
-  std::snprintf(buffer, sizeof buffer, "%08X", x);
-  return buffer;
-}
-
-// Counts the outputs compared and the mismatches, keeping the first few for the message.
-struct comparisons {
-  std::uint64_t compared = 0, mismatched = 0;
-  std::string first;
-  void compare(const std::string& what, std::uint32_t x, std::uint32_t gpu, std::uint32_t model) {
-    ++compared;
-    if (gpu == model) return;
-    if (mismatched++ < 5) first += what + " x=" + hex(x) + " gpu " + hex(gpu) + " model " + hex(model) + "\n";
-  }
-};
+using testing::comparisons;
+using testing::hex;
 
 bool positive_normal(std::uint32_t x) { return x >= 0x00800000u && x < 0x7F800000u; }
 // The inputs the model leaves out (lg2_not_modelled): positive, finite and

@@ -6,6 +6,8 @@
 // reports as skipped when they are absent.
 #include <doctest/doctest.h>
 
+#include "mufu_comparisons.hpp"
+
 #include <analysis/capture_files.hpp>
 #include <bitexact/hardware/mufu.hpp>
 #include <filesystem>
@@ -77,23 +79,8 @@ sample_file read_samples(const std::string& path) {
   return file;
 }
 
-std::string hex(std::uint32_t x) {
-  char buffer[12];
-  std::snprintf(buffer, sizeof buffer, "%08X", x);
-  return buffer;
-}
-
-// Counts the outputs compared and the mismatches, and keeps the first few for the message.
-struct comparisons {
-  std::uint64_t compared = 0, mismatched = 0;
-  std::string first;
-  void compare(const char* what, std::uint32_t x, std::uint32_t gpu, std::uint32_t model) {
-    ++compared;
-    if (gpu == model) return;
-    if (mismatched++ < 5)
-      first += std::string(what) + " x=" + hex(x) + " gpu " + hex(gpu) + " model " + hex(model) + "\n";
-  }
-};
+using testing::comparisons;
+using testing::hex;
 
 float32 bits32(std::uint32_t b) { return float32::from_bits(b); }
 

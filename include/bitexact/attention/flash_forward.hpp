@@ -19,12 +19,16 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../core/format.hpp"
@@ -409,39 +413,61 @@ inline void flash_forward_head(const flash_kernel& kernel, const attention_shape
   // Check_inf: the single-split kernel guards the rescale in causal masking
   // steps; the split kernel also when the shape is ragged.
   const bool check_inf = split ? (shape.causal || !even_mn) : shape.causal;
-  std::vector<std::vector<float32>> split_o(static_cast<std::size_t>(kernel.splits));
-  std::vector<std::vector<float32>> split_lse(static_cast<std::size_t>(kernel.splits));
-  for (int row0 = 0; row0 < shape.query_rows; row0 += 16) {
+  // One slab of 16 query rows, through every split, then the combine.
+  const auto run_slab = [&](int row0) {
     const int m_block = row0 / kernel.block_m;
     const int rows = std::min(16, shape.query_rows - row0);
+    std::vector<float32> split_o(static_cast<std::size_t>(kernel.splits) * 16 * d, float32::zero());
+    std::vector<float32> split_lse(static_cast<std::size_t>(kernel.splits) * 16,
+                                   split ? detail::negative_infinity : float32::infinity());
     for (int s = 0; s < kernel.splits; ++s) {
-      auto& so = split_o[static_cast<std::size_t>(s)];
-      auto& sl = split_lse[static_cast<std::size_t>(s)];
-      so.assign(16 * d, float32::zero());
-      sl.assign(16, split ? detail::negative_infinity : float32::infinity());
       const detail::block_range range = detail::blocks_of(kernel, shape, m_block, s);
       if (range.first >= range.end) continue;  // an empty split: O = 0, L = -inf (+inf unsplit)
       detail::row_slab slab(kernel, head, row0);
       slab.run(range.first, range.end, masking_steps, check_inf);
-      for (int r = 0; r < rows; ++r)
-        slab.finish_row(r, std::span<float32>(so.data() + static_cast<std::size_t>(r) * d, d), sl[static_cast<std::size_t>(r)],
+      for (int r = 0; r < rows; ++r) {
+        const std::size_t at = static_cast<std::size_t>(s) * 16 + static_cast<std::size_t>(r);
+        slab.finish_row(r, std::span<float32>(split_o.data() + at * d, d), split_lse[at],
                         split ? detail::negative_infinity : float32::infinity());
+      }
     }
+    std::vector<float32> row_o(static_cast<std::size_t>(kernel.splits) * d), row_lse(static_cast<std::size_t>(kernel.splits));
     for (int r = 0; r < rows; ++r) {
       const std::size_t row = static_cast<std::size_t>(row0 + r);
       if (!split) {
-        for (std::size_t c = 0; c < d; ++c) o[row * d + c] = ptx::cvt_rn_bf16_f32(split_o[0][static_cast<std::size_t>(r) * d + c]);
-        lse[row] = split_lse[0][static_cast<std::size_t>(r)];
+        for (std::size_t c = 0; c < d; ++c)
+          o[row * d + c] = ptx::cvt_rn_bf16_f32(split_o[static_cast<std::size_t>(r) * d + c]);
+        lse[row] = split_lse[static_cast<std::size_t>(r)];
         continue;
       }
-      std::vector<float32> row_o(static_cast<std::size_t>(kernel.splits) * d), row_lse(static_cast<std::size_t>(kernel.splits));
       for (std::size_t s = 0; s < static_cast<std::size_t>(kernel.splits); ++s) {
-        std::copy_n(split_o[s].begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * d), d, row_o.begin() + static_cast<std::ptrdiff_t>(s * d));
-        row_lse[s] = split_lse[s][static_cast<std::size_t>(r)];
+        const std::size_t at = s * 16 + static_cast<std::size_t>(r);
+        std::copy_n(split_o.begin() + static_cast<std::ptrdiff_t>(at * d), d, row_o.begin() + static_cast<std::ptrdiff_t>(s * d));
+        row_lse[s] = split_lse[at];
       }
       lse[row] = combine_splits(shape.head_dim, row_o, row_lse, o.subspan(row * d, d));
     }
-  }
+  };
+  // Slabs are independent: as many threads as the host has take them in turn.
+  const int slabs = (shape.query_rows + 15) / 16;
+  const int threads = std::max(1, std::min(slabs, static_cast<int>(std::thread::hardware_concurrency())));
+  std::atomic<int> next_slab{0};
+  std::exception_ptr failure;  // the first exception (a missing MUFU table, say), rethrown here
+  std::mutex failure_lock;
+  const auto worker = [&] {
+    try {
+      for (int slab = next_slab++; slab < slabs; slab = next_slab++) run_slab(slab * 16);
+    } catch (...) {
+      const std::lock_guard<std::mutex> hold(failure_lock);
+      if (!failure) failure = std::current_exception();
+      next_slab = slabs;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& thread : pool) thread.join();
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace bitexact::attention

@@ -16,6 +16,7 @@ namespace bitexact::cli {
 int trace_command(const arguments& args);
 int eval_command(const arguments& args);
 int demo_command(const arguments& args);
+int attention_command(const arguments& args);
 }  // namespace bitexact::cli
 
 namespace {
@@ -33,13 +34,15 @@ constexpr std::string_view top_help =
     "                         (OP: add sub mul fma div sqrt convert cmp)\n"
     "  eval FUNCTION          evaluate Berkeley TestFloat lines from stdin (f32_add, bf16_mul, ...)\n"
     "  demo                   the paper's Section 3.3.2 example and bf16 accumulation bias\n"
+    "  attention Q K V        PyTorch's flash-attention forward on .npy heads, bit for bit\n"
     "\n"
     "  bitexact COMMAND --help   help on one command (also: bitexact help COMMAND)\n"
     "  bitexact --version        the version\n"
     "\n"
     "Exit status: 0 success; 1 eval found bad input lines (each reported on stderr, the\n"
     "rest evaluated) or eval --check found a mismatch; 2 bad arguments, or output that\n"
-    "could not be written, with a one-line message on stderr.\n";
+    "could not be written, with a one-line message on stderr. For attention, 1 is a\n"
+    "mismatch with --expect-o or --expect-lse, and 2 also a bad input file.\n";
 
 // Output lost to a full disk or a closed pipe is a failure, not a success: flush and look.
 int finish(int status) {
@@ -53,9 +56,10 @@ int finish(int status) {
 int run(std::string_view command, const bitexact::cli::arguments& rest) {
   using namespace bitexact::cli;
   if (command == "--help" || command == "-h" || command == "help") {
-    const bool one_command = rest.size() == 1 && (rest[0] == "trace" || rest[0] == "eval" || rest[0] == "demo");
+    const bool one_command = rest.size() == 1 && (rest[0] == "trace" || rest[0] == "eval" || rest[0] == "demo" ||
+                                                    rest[0] == "attention");
     if (one_command) return run(rest.front(), {"--help"});
-    if (!rest.empty()) fail("help takes at most one COMMAND (trace, eval or demo), not " + quoted_input(rest.front()));
+    if (!rest.empty()) fail("help takes at most one COMMAND (trace, eval, demo or attention), not " + quoted_input(rest.front()));
     std::fputs(top_help.data(), stdout);
     return 0;
   }
@@ -67,7 +71,8 @@ int run(std::string_view command, const bitexact::cli::arguments& rest) {
   if (command == "trace") return trace_command(rest);
   if (command == "eval") return eval_command(rest);
   if (command == "demo") return demo_command(rest);
-  fail("unknown command " + quoted_input(command) + "; expected trace, eval or demo (bitexact --help)");
+  if (command == "attention") return attention_command(rest);
+  fail("unknown command " + quoted_input(command) + "; expected trace, eval, demo or attention (bitexact --help)");
 }
 
 }  // namespace

@@ -325,3 +325,101 @@ file(WRITE ${BITEXACT_CLI_DATA}/comments.in
 file(WRITE ${BITEXACT_CLI_DATA}/comments.expected "3F800000 3F800000 40000000 00\n3F800000 33800000 3F800000 01\n")
 bitexact_cli_test(eval_comment_lines ARGS eval f32_add INPUT ${BITEXACT_CLI_DATA}/comments.in
   EXPECT ${BITEXACT_CLI_DATA}/comments.expected)
+
+# --- attention: PyTorch's flash forward on captured heads (tests/data/attention) ------------------
+set(attention_data ${CMAKE_CURRENT_LIST_DIR}/data/attention)
+set(attention_small ${CMAKE_CURRENT_LIST_DIR}/cli)
+set(n17 ${attention_data}/split_d64_n17_causal_normal_h1)
+set(n1000 ${attention_data}/split_d64_n1000_full_special_h0)
+bitexact_cli_test(attention_help ARGS attention --help CONTAINS "usage: bitexact attention Q.npy K.npy V.npy"
+  "float32 only if every value is exactly a bf16" "--batch-heads B,H" "mufu_ex2.bxt" "pytorch_sdpa_flash_sm90")
+bitexact_cli_test(attention_help_command ARGS help attention CONTAINS "usage: bitexact attention")
+# One head of a B 1, H 2 call: the single-split kernel, O and L bit for bit.
+bitexact_cli_test(attention_agrees_single_kernel ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy --causal
+  --batch-heads 1,2 --expect-o ${n17}/o.npy --expect-lse ${n17}/lse.npy
+  CONTAINS "1 split (the heuristic's for B 1, H 2, from --batch-heads), tiles 128 rows x 128 keys"
+  "O: 1088 elements compared, 0 mismatches\nL: 17 elements compared, 0 mismatches\n")
+# Four splits and the combine kernel.
+bitexact_cli_test(attention_agrees_split_kernel ARGS attention ${n1000}/q.npy ${n1000}/k.npy ${n1000}/v.npy
+  --batch-heads 1,4 --expect-o ${n1000}/o.npy --expect-lse ${n1000}/lse.npy
+  CONTAINS "4 splits (the heuristic's for B 1, H 4, from --batch-heads), tiles 64 rows x 256 keys, 4 K/V blocks"
+  "O: 64000 elements compared, 0 mismatches\nL: 1000 elements compared, 0 mismatches\n")
+# The n17 head twice as [1, 2, 17, 64]: every head computed, the split count from the files' own B and H.
+bitexact_cli_test(attention_agrees_four_dimensional ARGS attention ${attention_small}/attention_b1h2_q.npy
+  ${attention_small}/attention_b1h2_k.npy ${attention_small}/attention_b1h2_v.npy --causal
+  --expect-o ${attention_small}/attention_b1h2_o.npy --expect-lse ${attention_small}/attention_b1h2_lse.npy
+  CONTAINS "Q [1, 2, 17, 64]" "(the heuristic's for B 1, H 2)"
+  "O: 2176 elements compared, 0 mismatches\nL: 34 elements compared, 0 mismatches\n")
+# Q as float32 holding its bf16 values: read as the same bits.
+bitexact_cli_test(attention_float32_input_agrees ARGS attention ${attention_small}/attention_n17_q_f32.npy
+  ${n17}/k.npy ${n17}/v.npy --causal --expect-o ${n17}/o.npy --expect-lse ${n17}/lse.npy
+  CONTAINS "O: 1088 elements compared, 0 mismatches\nL: 17 elements compared, 0 mismatches\n")
+# A wrong scale: exit 1, the first mismatch of O and of L with their indexes, values and the row's splits.
+bitexact_cli_test(attention_mismatch_names_first_index RC 1 ARGS attention ${n1000}/q.npy ${n1000}/k.npy
+  ${n1000}/v.npy --batch-heads 1,4 --scale 0.2 --expect-o ${n1000}/o.npy --expect-lse ${n1000}/lse.npy
+  CONTAINS "scale 0.2 (0x3E4CCCCD)" "O: 64000 elements compared, 14844 mismatches"
+  "first mismatch in O at [20, 0] (row, col)\n  expected 0xBCD2 (-0.025634765625)\n  model    0xBCBA (-0.022705078125)"
+  "row 20: row block 0 (rows 0..63); 4 K/V blocks of 256 keys" "split 3 of 4: block 3 (keys 768..999)"
+  "then the combine kernel merged the 4 splits' O and L" "L: 1000 elements compared, 998 mismatches"
+  "first mismatch in L at [0] (row)\n  expected 0x40E54888")
+# One flipped bit in the second head: the index is (b, h, row, col).
+bitexact_cli_test(attention_mismatch_four_dimensional_index RC 1 ARGS attention ${attention_small}/attention_b1h2_q.npy
+  ${attention_small}/attention_b1h2_k.npy ${attention_small}/attention_b1h2_v.npy --causal
+  --expect-o ${attention_small}/attention_b1h2_o_flipped.npy
+  CONTAINS "O: 2176 elements compared, 1 mismatches\nfirst mismatch in O at [0, 1, 5, 7] (b, h, row, col)"
+  "  expected 0xBDAA (-0.0830078125)\n  model    0xBDAB (-0.08349609375)"
+  "causal: the row sees keys 0..5, its diagonal in block 0\n    one pass: block 0 (keys 0..16)")
+# --splits 1 where PyTorch split in 4: the single kernel's tiles, and L differs.
+bitexact_cli_test(attention_splits_override RC 1 ARGS attention ${attention_data}/split_d128_n1000_causal_ties_negative_h1/q.npy
+  ${attention_data}/split_d128_n1000_causal_ties_negative_h1/k.npy
+  ${attention_data}/split_d128_n1000_causal_ties_negative_h1/v.npy --causal --splits=1
+  --expect-lse ${attention_data}/split_d128_n1000_causal_ties_negative_h1/lse.npy
+  CONTAINS "1 split (from --splits), tiles 128 rows x 64 keys, 16 K/V blocks" "L: 1000 elements compared, 572 mismatches"
+  "one pass: blocks 1 down to 0 (keys 0..127)")
+# Q's rows may differ from K's without --causal.
+bitexact_cli_test(attention_cross_lengths ARGS attention ${n17}/q.npy ${n1000}/k.npy ${n1000}/v.npy
+  CONTAINS "Q [17, 64], K and V [1000, 64], not causal" "4 splits (the heuristic's for B 1, H 1)")
+# --out-o and --out-lse write what PyTorch wrote, byte for byte (the captures were saved by numpy.save).
+bitexact_cli_test(attention_writes_outputs ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy --causal
+  --out-o ${BITEXACT_CLI_DATA}/attention_o.npy --out-lse ${BITEXACT_CLI_DATA}/attention_lse.npy CONTAINS "1 split")
+add_test(NAME cli_attention_written_o_is_the_capture
+  COMMAND ${CMAKE_COMMAND} -E compare_files ${BITEXACT_CLI_DATA}/attention_o.npy ${n17}/o.npy)
+add_test(NAME cli_attention_written_lse_is_the_capture
+  COMMAND ${CMAKE_COMMAND} -E compare_files ${BITEXACT_CLI_DATA}/attention_lse.npy ${n17}/lse.npy)
+set_tests_properties(cli_attention_writes_outputs PROPERTIES FIXTURES_SETUP attention_outputs)
+set_tests_properties(cli_attention_written_o_is_the_capture cli_attention_written_lse_is_the_capture
+  PROPERTIES FIXTURES_REQUIRED attention_outputs)
+
+# Bad input: one line naming the file (or the option) and what was expected, exit 2.
+bitexact_cli_test(attention_error_missing_file RC 2 ARGS attention ${attention_small}/attention_missing.npy
+  ${n17}/k.npy ${n17}/v.npy ONE_LINE_ERROR ERROR_CONTAINS "attention_missing.npy: cannot open")
+bitexact_cli_test(attention_error_truncated RC 2 ARGS attention ${attention_small}/attention_truncated.npy
+  ${n17}/k.npy ${n17}/v.npy ONE_LINE_ERROR ERROR_CONTAINS "attention_truncated.npy: holds 2076 data bytes" "(truncated?)")
+bitexact_cli_test(attention_error_not_npy RC 2 ARGS attention ${attention_small}/nul_in_line.in ${n17}/k.npy ${n17}/v.npy
+  ONE_LINE_ERROR ERROR_CONTAINS "nul_in_line.in: not a .npy file")
+bitexact_cli_test(attention_error_wrong_dtype RC 2 ARGS attention ${attention_small}/attention_int32.npy
+  ${n17}/k.npy ${n17}/v.npy ONE_LINE_ERROR ERROR_CONTAINS "attention_int32.npy: element type '<i4' is not bf16")
+bitexact_cli_test(attention_error_float32_not_bf16 RC 2 ARGS attention ${attention_small}/attention_f32_not_bf16.npy
+  ${n17}/k.npy ${n17}/v.npy ONE_LINE_ERROR
+  ERROR_CONTAINS "attention_f32_not_bf16.npy: float32 element [1, 3] = 0.10000000149011612 (0x3DCCCCCD) is not a bf16 value")
+bitexact_cli_test(attention_error_head_dim RC 2 ARGS attention ${attention_small}/attention_d32.npy
+  ${attention_small}/attention_d32.npy ${attention_small}/attention_d32.npy ONE_LINE_ERROR
+  ERROR_CONTAINS "head_dim 32 is not modelled (64 and 128 are)")
+bitexact_cli_test(attention_error_v_shape RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n1000}/v.npy ONE_LINE_ERROR
+  ERROR_CONTAINS "v.npy: V has shape [1000, 64]; expected K's shape [17, 64]")
+bitexact_cli_test(attention_error_k_head_dim RC 2 ARGS attention
+  ${attention_data}/single_d128_n17_causal_normal_h211/q.npy ${n17}/k.npy ${n17}/v.npy ONE_LINE_ERROR
+  ERROR_CONTAINS "k.npy: K has shape [17, 64]; expected [N, 128] to match Q's [17, 128]")
+bitexact_cli_test(attention_error_expect_lse_shape RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
+  --expect-lse ${n17}/o.npy ONE_LINE_ERROR ERROR_CONTAINS "o.npy: L has shape [17, 64]; expected [17]")
+bitexact_cli_test(attention_error_causal_lengths RC 2 ARGS attention ${n17}/q.npy ${n1000}/k.npy ${n1000}/v.npy --causal
+  ONE_LINE_ERROR ERROR_CONTAINS "--causal needs as many query rows as key rows" "Q has 17 and K has 1000")
+bitexact_cli_test(attention_error_unknown_preset RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
+  --preset flash3 ONE_LINE_ERROR ERROR_CONTAINS "unknown preset 'flash3'; the presets are: pytorch_sdpa_flash_sm90")
+bitexact_cli_test(attention_error_splits RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy --splits 129
+  ONE_LINE_ERROR ERROR_CONTAINS "--splits expects an integer from 1 to 128, not '129'")
+bitexact_cli_test(attention_error_batch_heads_too_few RC 2 ARGS attention ${attention_small}/attention_b1h2_q.npy
+  ${attention_small}/attention_b1h2_k.npy ${attention_small}/attention_b1h2_v.npy --batch-heads 1,1 ONE_LINE_ERROR
+  ERROR_CONTAINS "--batch-heads 1,1 is 1 heads, but the files hold 2")
+bitexact_cli_test(attention_error_two_files RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ONE_LINE_ERROR
+  ERROR_CONTAINS "expected three .npy files, Q K V, but got 2")

@@ -22,14 +22,7 @@
 
 namespace bx = bitexact;
 
-// capture_mma.cuh declares the capture program's logger; its capture-only functions use it.
-void log_line(const char* fmt, ...) {
-  va_list args;
-  va_start(args, fmt);
-  std::vprintf(fmt, args);
-  va_end(args);
-  std::putchar('\n');
-}
+// log_line (capture_common.cuh) prints the capture-only functions' lines to stdout.
 
 // The events of one fused step, printed beside a mismatch (outside the
 // anonymous namespace: nvcc warns about its unused members there).

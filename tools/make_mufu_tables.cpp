@@ -183,42 +183,50 @@ std::string capture_provenance(const std::string& captures, const char* program)
 }
 
 // data/mufu_lg2.bxt from capture_lg2.cu's lg2_tables_*.bin: the chunks named
-// "T[first,end) ..." put together into T.
+// "T[first,end) ..." put together into T (the unit over [1, 2)) and those
+// named "U[...": U (over [0.5, 1)).
 int make_lg2_table(const std::string& captures, const std::string& data) {
   constexpr std::uint32_t entries = 1u << 23;
-  std::vector<std::uint32_t> t(entries);
-  std::vector<bool> filled(entries);
+  std::vector<std::uint32_t> t(entries), u(entries);
+  std::vector<bool> t_filled(entries), u_filled(entries);
   for (const auto& file : std::filesystem::directory_iterator(captures)) {
     const std::string name = file.path().filename().string();
     if (name.rfind("lg2_tables_", 0) != 0) continue;
     for (const capture::table& chunk : capture::read_tables(file.path().string())) {
+      char which = 0;
       unsigned first = 0, end = 0;
-      if (std::sscanf(chunk.name.c_str(), "T[%u,%u)", &first, &end) != 2) continue;  // U, or anything else
+      if (std::sscanf(chunk.name.c_str(), "%c[%u,%u)", &which, &first, &end) != 3 || (which != 'T' && which != 'U'))
+        continue;
       if (!chunk.checksum_ok || end > entries || end - first != chunk.values.size()) {
         std::fprintf(stderr, "%s: chunk '%s' fails its checksum or its range\n", name.c_str(), chunk.name.c_str());
         return 1;
       }
+      auto& values = which == 'T' ? t : u;
+      auto& filled = which == 'T' ? t_filled : u_filled;
       for (unsigned k = first; k < end; ++k) {
         if (filled[k]) {
-          std::fprintf(stderr, "%s: T(%u) captured twice\n", name.c_str(), k);
+          std::fprintf(stderr, "%s: %c(%u) captured twice\n", name.c_str(), which, k);
           return 1;
         }
         filled[k] = true;
-        t[k] = chunk.values[k - first];
+        values[k] = chunk.values[k - first];
       }
     }
   }
-  if (const auto missing = std::count(filled.begin(), filled.end(), false)) {
-    std::fprintf(stderr, "%s: %lld entries of T missing from lg2_tables_*.bin\n", captures.c_str(),
-                 static_cast<long long>(missing));
-    return 1;
-  }
+  for (const auto* filled : {&t_filled, &u_filled})
+    if (const auto missing = std::count(filled->begin(), filled->end(), false)) {
+      std::fprintf(stderr, "%s: %lld entries of %c missing from lg2_tables_*.bin\n", captures.c_str(),
+                   static_cast<long long>(missing), filled == &t_filled ? 'T' : 'U');
+      return 1;
+    }
   const table_source lg2{"lg2", "T(k) = lg2.approx.ftz.f32(1 + k*2^-23)", t, finest_grid(t)};
-  write_table_file(data + "/mufu_lg2.bxt", {lg2}, capture_provenance(captures, "cuda/capture/capture_lg2.cu"));
+  const table_source below{"lg2.below", "U(k) = lg2.approx.ftz.f32((1 + k*2^-23)/2)", u, finest_grid(u)};
+  write_table_file(data + "/mufu_lg2.bxt", {lg2, below}, capture_provenance(captures, "cuda/capture/capture_lg2.cu"));
   const auto shipped = bitexact::ptx::mufu_tables::load(data);
   std::uint64_t wrong = 0;
-  for (std::uint32_t k = 0; k < entries; ++k) wrong += shipped.entry(bitexact::mufu_table::lg2, k) != t[k];
-  std::printf("read back: %llu of %u entries differ from the capture\n", static_cast<unsigned long long>(wrong), entries);
+  for (std::uint32_t k = 0; k < entries; ++k)
+    wrong += (shipped.entry(bitexact::mufu_table::lg2, k) != t[k]) + (shipped.entry(bitexact::mufu_table::lg2_below, k) != u[k]);
+  std::printf("read back: %llu of %u entries differ from the capture\n", static_cast<unsigned long long>(wrong), 2 * entries);
   return wrong == 0 ? 0 : 1;
 }
 

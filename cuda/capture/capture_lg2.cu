@@ -78,6 +78,16 @@ __device__ inline uint32_t model_sum_of_fraction(uint32_t x, float t, float u, i
     }
 }
 
+// H3: two tables, one per side of 1: for x >= 1, RZ(e + T(k)); below 1,
+// x = 2^(e+1) * (1 + k*2^-23)/2 and RZ((e + 1) + U(k)), U the binade [0.5, 1).
+// Both sums are rounded toward zero.
+__device__ inline uint32_t model_two_tables(uint32_t x, float t, float u) {
+    uint32_t expect;
+    if (lg2_special(x, expect)) return expect;
+    int e = (int)(x >> 23) - 127;
+    return e >= 0 ? bits_of(__fadd_rz((float)e, t)) : bits_of(__fadd_rz((float)(e + 1), u));
+}
+
 // The non-FTZ form as a compiler wrapper: inputs below 2^-126 in magnitude are
 // scaled by 2^s into the normal range, and s is subtracted from the result.
 // The unit is the real lg2.approx.ftz, or H1 (round to nearest) on table T.
@@ -97,6 +107,8 @@ enum Lg2Model {
     kWrapper23Table,
     kWrapper24Table,
     kFullVsFtz,
+    kTwoTables,
+    kWrapper24TwoTables,
     kModelCount
 };
 static const char* kModelNames[kModelCount] = {
@@ -113,6 +125,8 @@ static const char* kModelNames[kModelCount] = {
     "W23t lg2.approx = the W23 wrapper around H1 instead of the unit",
     "W24t lg2.approx = the W24 wrapper around H1 instead of the unit",
     "lg2.approx differs from lg2.approx.ftz (informative)",
+    "H3  lg2.approx.ftz = e >= 0 ? RZ(e + T(k)) : RZ((e+1) + U(k))",
+    "W24h3 lg2.approx = the W24 wrapper around H3",
 };
 
 // Inputs by binade: class 0 is every input that is not a positive normal.
@@ -234,6 +248,13 @@ __global__ void __launch_bounds__(256) kernel_lg2_sweep(const uint32_t* t, const
         record(s, block, kWrapper23Table, input_class, x, full_form, model_wrapper(xf, 23, t, true));
         record(s, block, kWrapper24Table, input_class, x, full_form, model_wrapper(xf, 24, t, true));
         record(s, block, kFullVsFtz, input_class, x, full_form, ftz);
+        record(s, block, kTwoTables, input_class, x, ftz, model_two_tables(x, t_k, u_k));
+        {
+            bool scaled = fabsf(xf) < 0x1p-126f;
+            uint32_t in = bits_of(scaled ? __fmul_rn(xf, 0x1p24f) : xf);
+            float unit = float_of(model_two_tables(in, float_of(t[in & 0x7FFFFFu]), float_of(u[in & 0x7FFFFFu])));
+            record(s, block, kWrapper24TwoTables, input_class, x, full_form, bits_of(scaled ? __fadd_rn(unit, -24.0f) : unit));
+        }
         ++inputs;
     }
     atomicAdd(&s->inputs, inputs);

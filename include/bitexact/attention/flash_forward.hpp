@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -37,6 +38,7 @@
 #include "../hardware/libdevice.hpp"
 #include "../hardware/mma.hpp"
 #include "../hardware/mufu.hpp"
+#include "../core/observer.hpp"
 
 namespace bitexact::attention {
 
@@ -64,6 +66,20 @@ inline float32 softmax_scale_log2(float32 scale) {
   return from_host(static_cast<float>(static_cast<double>(to_host(scale)) * log2_e));
 }
 
+// The paper's stabilized softmax (Qiu & Yao, Algorithm 3), on the kernel's
+// own arithmetic: per K/V block, rm = the block's row max of the raw scores
+// and rs = how many of them lie within epsilon of it, measured as the softmax
+// sees them (RN(RN(rm - S) * scale) <= epsilon, scale in natural-log units, as
+// the paper's code compares scaled scores); when rs > 1 the block's max
+// becomes RN(beta * rm) for rm > 0 and 0 for rm < 0, before it is merged with
+// the running max. No P is then exactly 1 in a block with a repeated maximum;
+// a maximum repeated across blocks, or a maximum of 0, is left alone (the
+// paper's rule sees one block at a time).
+struct stabilized_max {
+  float32 beta = from_host(2.0f);
+  float32 epsilon = from_host(1e-3f);
+};
+
 // What decides the bits of one flash-attention forward pass.
 struct flash_kernel {
   int block_m = 128;  // query rows of one thread block (the causal block range depends on it)
@@ -75,6 +91,20 @@ struct flash_kernel {
   bool unfused_scale = true;
   float32 scale{};       // natural-log units, for L
   float32 scale_log2{};  // for the exponents
+  std::optional<stabilized_max> stabilize;  // the paper's Algorithm 3; off in PyTorch's kernel
+};
+
+// What one row's softmax did in one K/V block, for an observer of
+// flash_forward_head (the kernel's own values, before any bf16 rounding of P).
+struct softmax_block_event {
+  int row = 0;    // query row
+  int split = 0;  // split-KV split (0 without)
+  int block = 0;  // K/V block: keys [block * block_n, (block + 1) * block_n)
+  float32 block_max{};    // rowmax of the block's scores, after stabilization
+  float32 running_max{};  // the max the block's P were computed with
+  int ties = 0;           // stabilization: scores within epsilon of the block's max (0 when off)
+  std::span<const float32> scores;  // the raw scores of the block, masked ones -inf
+  std::span<const float32> p;       // P in fp32
 };
 
 // The split heuristic of flash-attention's mha_fwd (num_splits_heuristic):
@@ -128,6 +158,15 @@ inline flash_kernel pytorch_sdpa_flash_sm90(const attention_shape& shape, std::o
   return kernel;
 }
 
+// The paper's stabilized softmax on the same kernel arithmetic and the same
+// path choice as pytorch_sdpa_flash_sm90: a kernel no one ships yet.
+inline flash_kernel pytorch_sdpa_flash_sm90_stabilized(const attention_shape& shape, std::optional<float32> scale = {},
+                                                       stabilized_max rule = {}, int sm_count = 132) {
+  flash_kernel kernel = pytorch_sdpa_flash_sm90(shape, scale, sm_count);
+  kernel.stabilize = rule;
+  return kernel;
+}
+
 namespace detail {
 
 // FMNMX as CUDA's fmaxf: a NaN operand loses to a number; -0 < +0.
@@ -158,8 +197,11 @@ struct head_operands {
 // Rows [row0, row0 + 16) of one thread block (m_block) through one split's K/V blocks.
 class row_slab {
  public:
-  row_slab(const flash_kernel& kernel, const head_operands& head, int row0)
-      : kernel_(kernel), head_(head), d_(head.shape.head_dim), row0_(row0) {
+  using block_sink = std::function<void(const softmax_block_event&)>;
+
+  row_slab(const flash_kernel& kernel, const head_operands& head, int row0, int split = 0,
+           const block_sink* sink = nullptr)
+      : kernel_(kernel), head_(head), d_(head.shape.head_dim), row0_(row0), split_(split), sink_(sink) {
     // Q's 16 rows as head_dim/16 tiles of A (16 x 16, row-major); rows past the end are zero.
     q_tiles_.assign(static_cast<std::size_t>(d_ / 16) * 256, bfloat16::zero());
     for (int r = 0; r < 16 && row0 + r < head.shape.query_rows; ++r)
@@ -248,8 +290,10 @@ class row_slab {
         if (block * kernel_.block_n + static_cast<int>(j) >= limit) s[j] = negative_infinity;
     }
     const float32 previous = max_[ur];
-    float32 m = first ? s[0] : previous;
-    for (std::size_t j = first ? 1 : 0; j < bn; ++j) m = fmnmx_max(m, s[j]);
+    float32 block_max = s[0];
+    for (std::size_t j = 1; j < bn; ++j) block_max = fmnmx_max(block_max, s[j]);
+    const int ties = kernel_.stabilize ? stabilize(block_max, s) : 0;
+    const float32 m = first ? block_max : fmnmx_max(previous, block_max);
     max_[ur] = m;
     float32* sums = sums_.data() + ur * 4;
     float32 alpha{};
@@ -268,6 +312,8 @@ class row_slab {
       row_p[j] = ex2(exponent);
       p[ur * bn + j] = ptx::cvt_rn_bf16_f32(row_p[j]);
     }
+    if (sink_ != nullptr && row < shape.query_rows)  // not the slab's padding rows
+      (*sink_)(softmax_block_event{row, split_, block, block_max, m, ties, std::span<const float32>(s, bn), row_p});
     // Thread t of the quad holds columns 8 nj + 2 t + {0, 1}, added in that
     // order. On later blocks nvcc contracts the rescale of the running sum
     // with the first addition: FFMA(alpha, sum, p_first) (SASS of both kernels).
@@ -279,6 +325,17 @@ class row_slab {
           else sums[t] = first ? x : ptx::fma_f32(alpha, sums[t], x);
         }
     }
+  }
+
+  // Algorithm 3's adjustment of a block's max (stabilized_max); returns rs.
+  int stabilize(float32& block_max, const float32* s) const {
+    const stabilized_max& rule = *kernel_.stabilize;
+    int ties = 0;
+    for (std::size_t j = 0; j < static_cast<std::size_t>(kernel_.block_n); ++j)
+      ties += to_host(ptx::mul_f32(ptx::sub_f32(block_max, s[j]), kernel_.scale)) <= to_host(rule.epsilon);
+    if (ties > 1 && to_host(block_max) > 0.0f) block_max = ptx::mul_f32(rule.beta, block_max);
+    else if (ties > 1 && to_host(block_max) < 0.0f) block_max = float32::zero();
+    return ties;
   }
 
   void accumulate_pv(int block, const std::vector<bfloat16>& p) {
@@ -314,6 +371,8 @@ class row_slab {
   const head_operands& head_;
   int d_;
   int row0_;
+  int split_;
+  const block_sink* sink_;
   std::vector<bfloat16> q_tiles_;
   std::vector<float32> o_;     // [16][head_dim], the unnormalised accumulator
   std::vector<float32> max_;   // [16]
@@ -395,10 +454,15 @@ inline float32 combine_splits(int head_dim, std::span<const float32> split_o, st
 }
 
 // One head: q [query_rows][head_dim], k and v [key_rows][head_dim] (bf16);
-// writes o [query_rows][head_dim] and lse [query_rows].
-inline void flash_forward_head(const flash_kernel& kernel, const attention_shape& shape, std::span<const bfloat16> q,
-                               std::span<const bfloat16> k, std::span<const bfloat16> v, std::span<bfloat16> o,
-                               std::span<float32> lse) {
+// writes o [query_rows][head_dim] and lse [query_rows]. An observer that
+// listens to softmax_block_event sees every row's every block (the head then
+// runs on one thread, so that the events come in order).
+template <class O = no_observer>
+void flash_forward_head(const flash_kernel& kernel, const attention_shape& shape, std::span<const bfloat16> q,
+                        std::span<const bfloat16> k, std::span<const bfloat16> v, std::span<bfloat16> o,
+                        std::span<float32> lse, O&& obs = {}) {
+  std::optional<detail::row_slab::block_sink> sink;
+  if constexpr (listens_to<O, softmax_block_event>) sink = [&obs](const softmax_block_event& e) { report(obs, e); };
   const std::size_t d = static_cast<std::size_t>(shape.head_dim), keys = static_cast<std::size_t>(shape.key_rows);
   detail::head_operands head{shape, q, k, std::vector<bfloat16>(d * keys)};
   for (std::size_t key = 0; key < keys; ++key)
@@ -423,7 +487,7 @@ inline void flash_forward_head(const flash_kernel& kernel, const attention_shape
     for (int s = 0; s < kernel.splits; ++s) {
       const detail::block_range range = detail::blocks_of(kernel, shape, m_block, s);
       if (range.first >= range.end) continue;  // an empty split: O = 0, L = -inf (+inf unsplit)
-      detail::row_slab slab(kernel, head, row0);
+      detail::row_slab slab(kernel, head, row0, s, sink ? &*sink : nullptr);
       slab.run(range.first, range.end, masking_steps, check_inf);
       for (int r = 0; r < rows; ++r) {
         const std::size_t at = static_cast<std::size_t>(s) * 16 + static_cast<std::size_t>(r);
@@ -450,7 +514,7 @@ inline void flash_forward_head(const flash_kernel& kernel, const attention_shape
   };
   // Slabs are independent: as many threads as the host has take them in turn.
   const int slabs = (shape.query_rows + 15) / 16;
-  const int threads = std::max(1, std::min(slabs, static_cast<int>(std::thread::hardware_concurrency())));
+  const int threads = sink ? 1 : std::max(1, std::min(slabs, static_cast<int>(std::thread::hardware_concurrency())));
   std::atomic<int> next_slab{0};
   std::exception_ptr failure;  // the first exception (a missing MUFU table, say), rethrown here
   std::mutex failure_lock;

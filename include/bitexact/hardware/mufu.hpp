@@ -16,14 +16,14 @@
 // instruction (SASS in .captures/info.txt): ex2 squares M(x/2) for x < -126,
 // rcp rescales by 0.25 or 2^24; their FMULs are IEEE round-to-nearest.
 //
-// lg2 is a model awaiting its capture (cuda/capture/capture_lg2.cu, whose
-// sweeps test it and its alternatives over every input; docs/mufu.md):
-//   lg2.ftz, x = 2^e * (1 + k/2^23): e + T(k) rounded to nearest, T(k) =
-//            lg2.approx.ftz(1 + k*2^-23); +-0 and subnormals -> -inf,
-//            x < 0 -> NaN, +inf -> +inf.
-//   lg2 (non-FTZ): subnormal x scaled by 2^23 first, 23 subtracted after.
+// lg2, captured on an NVIDIA H100 (cuda/capture/capture_lg2.cu) and proven
+// over every input on the GPU (docs/mufu.md):
+//   lg2.ftz, x = 2^e * (1 + k/2^23): RZ(e + T(k)) for e >= 0 and
+//            RZ((e + 1) + U(k)) below 1, T over [1, 2) and U over [0.5, 1);
+//            +-0 and subnormals -> -inf, x < 0 -> NaN, +inf -> +inf.
+//   lg2 (non-FTZ): subnormal x scaled by 2^24 first, 24 subtracted after.
 //
-// The tables G, P, R and T and their files in data/: mufu_tables.hpp.
+// The tables G, P, R, T and U and their files in data/: mufu_tables.hpp.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +45,7 @@ struct mufu_lookup_event {
   mufu_table table;
   std::uint32_t index;  // k, the 23 bits after the grid point's leading part
   std::uint32_t entry;  // the table's fp32 bit pattern at k
-  int scale;            // n (ex2), -e (rcp) or e (lg2)
+  int scale;            // n (ex2), -e (rcp), the integer added (lg2: e, or e + 1 below 1)
 };
 
 namespace ptx {
@@ -173,19 +173,12 @@ inline float32 rcp_approx(float32 x, const mufu_tables& tables = mufu_tables::sh
   return mul(scale, reciprocal, fmul, obs).result;
 }
 
-// The inputs lg2_approx_ftz does not model: positive normals below 1, whose
-// results the GPU does not give as e + T(k) rounded in any IEEE mode
-// (capture_lg2's sweeps, docs/mufu.md). Flash attention takes lg2 only of
-// row sums, which are at least 1.
-struct lg2_not_modelled : std::domain_error {
-  using std::domain_error::domain_error;
-};
-
-// lg2.approx.ftz.f32 (MUFU.LG2). For x = 2^e * (1 + k/2^23) with e >= 0 the
-// unit adds e to its table's T(k) = lg2.approx.ftz(1 + k/2^23) and rounds
-// toward zero: the H100's results for all 1,065,353,216 finite inputs >= 1
-// match that (capture_lg2 sweep H1z, 0 mismatches for e >= 0), and no IEEE
-// rounding of e + T(k) matches below 1, so those inputs throw lg2_not_modelled.
+// lg2.approx.ftz.f32 (MUFU.LG2). For x = 2^e * (1 + k/2^23) the unit adds
+// an integer to one of two tables and rounds toward zero: for x >= 1,
+// RZ(e + T(k)), T(k) = lg2.approx.ftz(1 + k/2^23); below 1, RZ((e + 1) +
+// U(k)), U(k) = lg2.approx.ftz((1 + k/2^23) / 2), the binade [0.5, 1). The
+// H100's results for all 2^32 inputs match (capture_lg2 sweep H3, 0
+// mismatches); one table with any IEEE rounding does not (docs/mufu.md).
 template <class O = no_observer>
 inline float32 lg2_approx_ftz(float32 x, const mufu_tables& tables = mufu_tables::shared(), O&& obs = {}) {
   const std::uint32_t magnitude = x.bits & detail::magnitude_mask;
@@ -207,13 +200,12 @@ inline float32 lg2_approx_ftz(float32 x, const mufu_tables& tables = mufu_tables
     return float32::infinity();
   }
   const int exponent = static_cast<int>(magnitude >> 23) - 127;
-  if (exponent < 0) [[unlikely]]
-    throw lg2_not_modelled("lg2.approx.f32 of " + std::to_string(to_host(x)) +
-                           ": inputs below 1 are not modelled (docs/mufu.md)");
   const std::uint32_t k = magnitude & detail::fraction_mask;
-  const std::uint32_t entry = tables.data(mufu_table::lg2)[k];
-  report(obs, mufu_lookup_event{mufu_table::lg2, k, entry, exponent});
-  return add(from_host(static_cast<float>(exponent)), float32::from_bits(entry),
+  const mufu_table table = exponent >= 0 ? mufu_table::lg2 : mufu_table::lg2_below;
+  const int added = exponent >= 0 ? exponent : exponent + 1;
+  const std::uint32_t entry = tables.data(table)[k];
+  report(obs, mufu_lookup_event{table, k, entry, added});
+  return add(from_host(static_cast<float>(added)), float32::from_bits(entry),
              gpu_environment(rounding_mode::toward_zero), obs)
       .result;
 }

@@ -38,10 +38,10 @@
 
 namespace bitexact {
 
-enum class mufu_table : std::uint8_t { ex2_negative, ex2_positive, rcp, lg2 };
+enum class mufu_table : std::uint8_t { ex2_negative, ex2_positive, rcp, lg2, lg2_below };
 
 constexpr std::string_view name_of(mufu_table table) {
-  constexpr std::string_view names[] = {"ex2.negative", "ex2.positive", "rcp", "lg2"};
+  constexpr std::string_view names[] = {"ex2.negative", "ex2.positive", "rcp", "lg2", "lg2.below"};
   return names[static_cast<int>(table)];
 }
 
@@ -202,6 +202,7 @@ class mufu_tables {
     if (std::ifstream(tables.lg2_path_).good()) {
       auto lg2 = detail::mufu_file::read_tables(tables.lg2_path_);
       tables.logarithm_ = detail::mufu_file::take_table(lg2, name_of(mufu_table::lg2), tables.lg2_path_);
+      tables.logarithm_below_ = detail::mufu_file::take_table(lg2, name_of(mufu_table::lg2_below), tables.lg2_path_);
     }
     return tables;
   }
@@ -227,25 +228,28 @@ class mufu_tables {
     return tables;
   }
 
-  bool has(mufu_table table) const { return table != mufu_table::lg2 || !logarithm_.empty(); }
+  bool has(mufu_table table) const {
+    return (table != mufu_table::lg2 && table != mufu_table::lg2_below) || !logarithm_.empty();
+  }
   std::uint32_t entry(mufu_table table, std::uint32_t k) const { return data(table)[k]; }
   const std::uint32_t* data(mufu_table table) const {
     switch (table) {
       case mufu_table::ex2_negative: return negative_.data();
       case mufu_table::ex2_positive: return positive_.data();
       case mufu_table::rcp: return reciprocal_.data();
-      case mufu_table::lg2: break;
+      case mufu_table::lg2:
+      case mufu_table::lg2_below: break;
     }
     if (logarithm_.empty()) [[unlikely]] {
       const std::vector<unsigned char> none;
       detail::mufu_file::reader{lg2_path_, none}.fail("cannot be opened (missing or unreadable), so lg2 has no table");
     }
-    return logarithm_.data();
+    return table == mufu_table::lg2 ? logarithm_.data() : logarithm_below_.data();
   }
   static constexpr std::uint32_t size() { return detail::mufu_file::entries; }
 
  private:
-  std::vector<std::uint32_t> negative_, positive_, reciprocal_, logarithm_;
+  std::vector<std::uint32_t> negative_, positive_, reciprocal_, logarithm_, logarithm_below_;
   std::string lg2_path_;  // where load() looked for mufu_lg2.bxt, for the error when it was absent
 };
 

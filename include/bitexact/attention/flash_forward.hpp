@@ -169,7 +169,9 @@ inline flash_kernel pytorch_sdpa_flash_sm90_stabilized(const attention_shape& sh
 
 namespace detail {
 
-// FMNMX as CUDA's fmaxf: a NaN operand loses to a number; -0 < +0.
+// FMNMX as CUDA's fmaxf: a NaN operand loses to a number. The order of -0
+// and +0 (taken here as -0 < +0) is not pinned by a capture, and no result
+// here depends on it: a zero maximum of either sign gives the same P and L.
 inline float32 fmnmx_max(float32 a, float32 b) {
   if (a.is_nan()) return b;
   if (b.is_nan()) return a;
@@ -179,13 +181,6 @@ inline float32 fmnmx_max(float32 a, float32 b) {
 }
 
 inline constexpr float32 negative_infinity = float32::infinity(true);
-
-// One split's results for one head, per query row: the normalised O in fp32
-// (the split kernel's oaccum) and its L (lse_accum).
-struct split_result {
-  std::vector<float32> o;    // [query_rows][head_dim]
-  std::vector<float32> lse;  // [query_rows]
-};
 
 // The head's operands, rearranged once for the tensor-core tiles.
 struct head_operands {

@@ -108,7 +108,7 @@ inline constexpr std::uint32_t max_grid = 31;
 // entry; false when that number needs more than fp32's 24 significant bits.
 constexpr bool entry_on_grid(std::uint32_t value, std::uint32_t grid, std::uint32_t& entry) {
   if (value == 0) return entry = 0, true;
-  const int top = std::bit_width(value) - 1;  // value = 1.f * 2^top
+  const int top = static_cast<int>(std::bit_width(value)) - 1;  // value = 1.f * 2^top
   if (top > 23 && (value & ((1u << (top - 23)) - 1)) != 0) return false;
   const std::uint32_t fraction = (top > 23 ? value >> (top - 23) : value << (23 - top)) & 0x7FFFFFu;
   entry = static_cast<std::uint32_t>(top - static_cast<int>(grid) + 127) << 23 | fraction;

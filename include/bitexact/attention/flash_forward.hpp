@@ -182,11 +182,28 @@ inline float32 fmnmx_max(float32 a, float32 b) {
 
 inline constexpr float32 negative_infinity = float32::infinity(true);
 
-// The head's operands, rearranged once for the tensor-core tiles.
+// The head's operands, K and V laid out once as the B tiles of mma_m16n8k16
+// (element (k, n) at [n * 16 + k]), keys past the end zero (the kernel clears
+// V there; K's scores there are masked), so that no slab gathers them again.
 struct head_operands {
   const attention_shape& shape;
-  std::span<const bfloat16> q, k;  // [rows][head_dim]
-  std::vector<bfloat16> v_by_dim;  // [head_dim][key_rows]: V^T, so that a tile of B reads contiguous keys
+  std::span<const bfloat16> q;    // [rows][head_dim]
+  std::vector<bfloat16> k_tiles;  // [key / 8][head_dim / 16][128]: 8 keys by 16 dims
+  std::vector<bfloat16> v_tiles;  // [key / 16][head_dim / 8][128]: 16 keys by 8 dims
+
+  head_operands(const attention_shape& s, int block_n, std::span<const bfloat16> q_rows, std::span<const bfloat16> k,
+                std::span<const bfloat16> v)
+      : shape(s), q(q_rows) {
+    const std::size_t d = static_cast<std::size_t>(s.head_dim), keys = static_cast<std::size_t>(s.key_rows);
+    const std::size_t n = static_cast<std::size_t>(block_n), padded = (keys + n - 1) / n * n;
+    k_tiles.assign(padded * d, bfloat16::zero());
+    v_tiles.assign(padded * d, bfloat16::zero());
+    for (std::size_t key = 0; key < keys; ++key)
+      for (std::size_t c = 0; c < d; ++c) {
+        k_tiles[((key / 8) * (d / 16) + c / 16) * 128 + (key % 8) * 16 + c % 16] = k[key * d + c];
+        v_tiles[((key / 16) * (d / 8) + c / 8) * 128 + (c % 8) * 16 + key % 16] = v[key * d + c];
+      }
+  }
 };
 
 // Rows [row0, row0 + 16) of one thread block (m_block) through one split's K/V blocks.
@@ -213,6 +230,7 @@ class row_slab {
     o_.assign(16 * d, float32::zero());
     max_.assign(16, negative_infinity);
     sums_.assign(16 * 4, float32::zero());
+    row_p_.resize(bn);
     std::vector<float32> scores(16 * bn);
     std::vector<bfloat16> p(16 * bn);
     int iteration = 0;
@@ -249,22 +267,15 @@ class row_slab {
 
   void compute_scores(int block, std::vector<float32>& scores) const {
     const std::size_t bn = static_cast<std::size_t>(kernel_.block_n), d = static_cast<std::size_t>(d_);
-    const int key0 = block * kernel_.block_n;
-    std::array<bfloat16, 128> b;
+    const std::size_t first_group = static_cast<std::size_t>(block) * bn / 8;
     std::array<float32, 128> acc;
     for (std::size_t group = 0; group < bn / 8; ++group) {
       acc.fill(float32::zero());
       for (std::size_t chunk = 0; chunk < d / 16; ++chunk) {
-        // B (16 x 8, element (k, n) at b[n * 16 + k]): keys of the group, dims of the chunk.
-        for (std::size_t n = 0; n < 8; ++n) {
-          const int key = key0 + static_cast<int>(group * 8 + n);
-          for (std::size_t k = 0; k < 16; ++k)
-            b[n * 16 + k] = key < head_.shape.key_rows
-                                ? head_.k[static_cast<std::size_t>(key) * d + chunk * 16 + k]
-                                : bfloat16::zero();
-        }
+        // B: the group's 8 keys by the chunk's 16 dims.
+        const bfloat16* b = head_.k_tiles.data() + ((first_group + group) * (d / 16) + chunk) * 128;
         mma_m16n8k16<fp32, bf16>(kernel_.tensor_core, std::span<const bfloat16, 256>(q_tiles_.data() + chunk * 256, 256),
-                                 b, acc, acc);
+                                 std::span<const bfloat16, 128>(b, 128), acc, acc);
       }
       for (std::size_t r = 0; r < 16; ++r)
         for (std::size_t n = 0; n < 8; ++n) scores[r * bn + group * 8 + n] = acc[r * 8 + n];
@@ -299,13 +310,13 @@ class row_slab {
       for (int c = 0; c < d_; ++c) o[c] = ptx::mul_f32(o[c], alpha);
     }
     const float32 max_scaled = m == negative_infinity ? float32::zero() : ptx::mul_f32(m, kernel_.scale_log2);
-    std::vector<float32> row_p(bn);
+    std::vector<float32>& row_p = row_p_;
     for (std::size_t j = 0; j < bn; ++j) {
       const float32 exponent = kernel_.unfused_scale
                                    ? ptx::sub_f32(ptx::mul_f32(s[j], kernel_.scale_log2), max_scaled)
                                    : ptx::fma_f32(s[j], kernel_.scale_log2, float32::from_bits(max_scaled.bits ^ 0x80000000u));
       row_p[j] = ex2(exponent);
-      p[ur * bn + j] = ptx::cvt_rn_bf16_f32(row_p[j]);
+      p[(j / 16) * 256 + ur * 16 + j % 16] = ptx::cvt_rn_bf16_f32(row_p[j]);  // A tiles of P V
     }
     if (sink_ != nullptr && row < shape.query_rows)  // not the slab's padding rows
       (*sink_)(softmax_block_event{row, split_, block, block_max, m, ties, std::span<const float32>(s, bn), row_p});
@@ -333,26 +344,19 @@ class row_slab {
     return ties;
   }
 
+  // p: the block's P in bf16 as block_n / 16 A tiles (16 rows by 16 keys).
   void accumulate_pv(int block, const std::vector<bfloat16>& p) {
     const std::size_t bn = static_cast<std::size_t>(kernel_.block_n), d = static_cast<std::size_t>(d_);
-    const std::size_t keys = static_cast<std::size_t>(head_.shape.key_rows);
-    const std::size_t key0 = static_cast<std::size_t>(block) * bn;
-    std::array<bfloat16, 256> a;
-    std::array<bfloat16, 128> b;
+    const std::size_t first_chunk = static_cast<std::size_t>(block) * bn / 16;
     std::array<float32, 128> acc;
     for (std::size_t group = 0; group < d / 8; ++group) {
       for (std::size_t r = 0; r < 16; ++r)
         for (std::size_t n = 0; n < 8; ++n) acc[r * 8 + n] = o_[r * d + group * 8 + n];
       for (std::size_t chunk = 0; chunk < bn / 16; ++chunk) {
-        for (std::size_t r = 0; r < 16; ++r)
-          for (std::size_t k = 0; k < 16; ++k) a[r * 16 + k] = p[r * bn + chunk * 16 + k];
-        // V rows past the end are zero (the kernel clears them).
-        for (std::size_t n = 0; n < 8; ++n)
-          for (std::size_t k = 0; k < 16; ++k) {
-            const std::size_t key = key0 + chunk * 16 + k;
-            b[n * 16 + k] = key < keys ? head_.v_by_dim[(group * 8 + n) * keys + key] : bfloat16::zero();
-          }
-        mma_m16n8k16<fp32, bf16>(kernel_.tensor_core, a, b, acc, acc);
+        // B: the chunk's 16 keys by the group's 8 dims.
+        const bfloat16* b = head_.v_tiles.data() + ((first_chunk + chunk) * (d / 8) + group) * 128;
+        mma_m16n8k16<fp32, bf16>(kernel_.tensor_core, std::span<const bfloat16, 256>(p.data() + chunk * 256, 256),
+                                 std::span<const bfloat16, 128>(b, 128), acc, acc);
       }
       for (std::size_t r = 0; r < 16; ++r)
         for (std::size_t n = 0; n < 8; ++n) o_[r * d + group * 8 + n] = acc[r * 8 + n];
@@ -372,6 +376,7 @@ class row_slab {
   std::vector<float32> o_;     // [16][head_dim], the unnormalised accumulator
   std::vector<float32> max_;   // [16]
   std::vector<float32> sums_;  // [16][4], each thread's partial row sum
+  std::vector<float32> row_p_;  // one row's P of the current block, in fp32
 };
 
 }  // namespace detail
@@ -458,10 +463,8 @@ void flash_forward_head(const flash_kernel& kernel, const attention_shape& shape
                         std::span<float32> lse, O&& obs = {}) {
   std::optional<detail::row_slab::block_sink> sink;
   if constexpr (listens_to<O, softmax_block_event>) sink = [&obs](const softmax_block_event& e) { report(obs, e); };
-  const std::size_t d = static_cast<std::size_t>(shape.head_dim), keys = static_cast<std::size_t>(shape.key_rows);
-  detail::head_operands head{shape, q, k, std::vector<bfloat16>(d * keys)};
-  for (std::size_t key = 0; key < keys; ++key)
-    for (std::size_t c = 0; c < d; ++c) head.v_by_dim[c * keys + key] = v[key * d + c];
+  const std::size_t d = static_cast<std::size_t>(shape.head_dim);
+  const detail::head_operands head(shape, kernel.block_n, q, k, v);
   const bool even_mn = shape.key_rows % kernel.block_n == 0 && shape.query_rows % kernel.block_m == 0;
   const bool split = kernel.splits > 1;
   // n_masking_steps: one for the non-causal mask of the last block; causal

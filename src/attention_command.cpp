@@ -2,6 +2,7 @@
 // pass, computed by the emulator (attention/flash_forward.hpp) on every head
 // of NumPy files, written out or compared bit for bit with what a GPU wrote.
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -14,8 +15,10 @@
 
 #include <fmt/format.h>
 
+#include <bitexact/attention/explain.hpp>
 #include <bitexact/attention/flash_forward.hpp>
 #include <bitexact/hardware/mufu_tables.hpp>
+#include <bitexact/trace/render.hpp>
 
 #include "cli.hpp"
 #include "npy.hpp"
@@ -28,8 +31,8 @@ using attention::flash_kernel;
 
 constexpr std::string_view attention_help =
     "usage: bitexact attention Q.npy K.npy V.npy [--preset NAME] [--causal] [--scale X]\n"
-    "           [--splits N] [--batch-heads B,H] [--out-o FILE] [--out-lse FILE]\n"
-    "           [--expect-o FILE] [--expect-lse FILE]\n"
+    "           [--splits N] [--batch-heads B,H] [--beta B] [--eps E] [--out-o FILE]\n"
+    "           [--out-lse FILE] [--expect-o FILE] [--expect-lse FILE] [--explain INDEX]\n"
     "\n"
     "PyTorch's flash-attention forward pass (scaled_dot_product_attention, flash backend),\n"
     "computed bit for bit from the hardware models: O = softmax(Q K^T * scale) V in bf16,\n"
@@ -45,8 +48,11 @@ constexpr std::string_view attention_help =
     "float32 is refused, naming the file and the first index that is not.\n"
     "\n"
     "options:\n"
-    "  --preset NAME       the kernel modelled; only pytorch_sdpa_flash_sm90 (the default):\n"
-    "                      torch 2.11's flash kernels on sm_90 (H100, H200: 132 SMs)\n"
+    "  --preset NAME       the kernel modelled:\n"
+    "                        pytorch_sdpa_flash_sm90 (the default): torch 2.11's flash\n"
+    "                        kernels on sm_90 (H100, H200: 132 SMs)\n"
+    "                        pytorch_sdpa_flash_sm90_stabilized: the same kernels with the\n"
+    "                        paper's stabilized softmax (Algorithm 3) in each K/V block\n"
     "  --causal            the causal mask (is_causal=True)\n"
     "  --scale X           the softmax scale as PyTorch's scale= takes it: a decimal, read as\n"
     "                      a double (a Python float) and rounded to float (default 1/sqrt(d))\n"
@@ -55,17 +61,28 @@ constexpr std::string_view attention_help =
     "                      or by 128 keys (d 128); N = 1 the single kernel's\n"
     "  --batch-heads B,H   the B and H of the original call when the files hold only some of\n"
     "                      its heads: they decide the split count (default: the files' shape)\n"
+    "  --beta B            stabilized presets: a block's repeated positive max m becomes\n"
+    "                      RN(B * m) (a decimal, at least 1; default 2)\n"
+    "  --eps E             stabilized presets: scores within E of the block's max, in scaled\n"
+    "                      units, count as repeats (a decimal, at least 0; default 0.001)\n"
     "  --out-o FILE        write O as uint16 bf16 bit patterns, shaped like Q\n"
     "  --out-lse FILE      write L as float32, shape [B, H, N] ([N] for [N, d] inputs)\n"
     "  --expect-o FILE     compare O with FILE bit for bit: uint16 or int16 bf16 patterns, or\n"
     "                      float32 holding bf16 values exactly, shaped like Q\n"
     "  --expect-lse FILE   compare L with FILE bit for bit: float32, [B, H, N] ([N] for\n"
     "                      [N, d] inputs)\n"
+    "  --explain INDEX     show how one element of O was computed: b,h,row,col ([B, H, N, d]\n"
+    "                      files) or row,col ([N, d]); its row block by block (maxima,\n"
+    "                      rescale factors, P = 1 counts, row sums, the element after each\n"
+    "                      block) and every rounding of the element in order, the largest\n"
+    "                      and the last in full\n"
     "Options take `--name VALUE` or `--name=VALUE`, each once.\n"
     "\n"
     "Prints the shapes, the preset, the split count and the tiles; with --expect-o or\n"
     "--expect-lse, the elements compared and the mismatches, and for the first mismatch of\n"
-    "each its index, both values (bits and decimal) and the K/V blocks and splits of its row.\n"
+    "each its index, both values (bits and decimal) and the K/V blocks and splits of its row;\n"
+    "for a mismatch in O also the element's computation as --explain shows it, and which\n"
+    "float32 values before the final conversion would have given the expected bf16 value.\n"
     "\n"
     "The exponentials and logarithms are MUFU table lookups: the command needs the tables\n"
     "mufu_ex2.bxt, mufu_rcp.bxt and mufu_lg2.bxt from the data folder (the source tree's\n"
@@ -75,7 +92,20 @@ constexpr std::string_view attention_help =
     "arguments or input files, or output that could not be written, with one line on stderr.\n"
     "docs/attention.md has a worked example, from PyTorch to this command.\n";
 
-constexpr std::string_view preset_names = "pytorch_sdpa_flash_sm90";
+// The presets, by name; the first is the default.
+enum class preset { flash, flash_stabilized };
+constexpr std::array<std::pair<std::string_view, preset>, 2> presets{{
+    {"pytorch_sdpa_flash_sm90", preset::flash},
+    {"pytorch_sdpa_flash_sm90_stabilized", preset::flash_stabilized},
+}};
+
+std::string_view preset_name(preset which) {
+  for (const auto& [name, p] : presets)
+    if (p == which) return name;
+  return {};
+}
+
+bool stabilized(preset which) { return which == preset::flash_stabilized; }
 
 // A file name in a message, with control characters escaped so that the message stays one line.
 std::string printable(std::string_view text) {
@@ -96,8 +126,11 @@ std::string shape_text(const std::vector<std::size_t>& shape) {
 
 struct attention_options {
   std::string q_path, k_path, v_path;
+  preset kernel_preset = preset::flash;
   bool causal = false;
   std::optional<float32> scale;
+  std::optional<float32> beta, epsilon;
+  std::string explain;  // the index of --explain, checked against the shape once the files are read
   std::optional<int> splits;
   std::optional<std::pair<int, int>> batch_heads;
   std::string out_o, out_lse, expect_o, expect_lse;
@@ -125,13 +158,15 @@ std::pair<int, int> parse_batch_heads(std::string_view text) {
   return {batch, heads};
 }
 
-// PyTorch takes scale= as a Python float and passes it to the kernel as a float: two roundings, as here.
-float32 parse_scale(std::string_view text) {
+// A decimal read as a double (a Python float) and rounded to float, as PyTorch
+// passes scale= to the kernel (and as a kernel would take beta and epsilon).
+float32 parse_decimal(std::string_view text, std::string_view option, double least, std::string_view expected) {
   const std::string copy(text);
   char* end = nullptr;
   const double parsed = std::strtod(copy.c_str(), &end);
-  if (copy.empty() || *end != '\0' || !std::isfinite(parsed) || !std::isfinite(static_cast<float>(parsed)))
-    fail("attention: --scale expects a finite decimal such as 0.125, not " + quoted_input(text));
+  if (copy.empty() || *end != '\0' || !std::isfinite(parsed) || !std::isfinite(static_cast<float>(parsed)) ||
+      parsed < least)
+    fail("attention: " + std::string(option) + " expects " + std::string(expected) + ", not " + quoted_input(text));
   return from_host(static_cast<float>(parsed));
 }
 
@@ -142,12 +177,23 @@ attention_options parse_options(const arguments& args) {
   for (; !reader.at_end(); reader.next()) {
     std::string_view value;
     if (reader.take_value("--preset", value)) {
-      if (value != preset_names)
-        fail("attention: unknown preset " + quoted_input(value) + "; the presets are: " + std::string(preset_names));
+      const auto named = std::find_if(presets.begin(), presets.end(), [&](const auto& p) { return p.first == value; });
+      if (named == presets.end()) {
+        std::string names;
+        for (const auto& [name, p] : presets) names += (names.empty() ? "" : ", ") + std::string(name);
+        fail("attention: unknown preset " + quoted_input(value) + "; the presets are: " + names);
+      }
+      options.kernel_preset = named->second;
     } else if (reader.take_flag("--causal")) {
       options.causal = true;
     } else if (reader.take_value("--scale", value)) {
-      options.scale = parse_scale(value);
+      options.scale = parse_decimal(value, "--scale", -HUGE_VAL, "a finite decimal such as 0.125");
+    } else if (reader.take_value("--beta", value)) {
+      options.beta = parse_decimal(value, "--beta", 1.0, "a finite decimal of at least 1, such as 2");
+    } else if (reader.take_value("--eps", value)) {
+      options.epsilon = parse_decimal(value, "--eps", 0.0, "a finite decimal of at least 0, such as 0.001");
+    } else if (reader.take_value("--explain", value)) {
+      options.explain = value;
     } else if (reader.take_value("--splits", value)) {
       options.splits = parse_count(value, 1, 128, "--splits", "an integer from 1 to 128");
     } else if (reader.take_value("--batch-heads", value)) {
@@ -172,6 +218,9 @@ attention_options parse_options(const arguments& args) {
     fail("attention: expected three .npy files, Q K V, but got " + std::to_string(files.size()) +
          "; see bitexact attention --help");
   options.q_path = files[0], options.k_path = files[1], options.v_path = files[2];
+  if ((options.beta || options.epsilon) && !stabilized(options.kernel_preset))
+    fail(std::string("attention: ") + (options.beta ? "--beta" : "--eps") +
+         " sets the stabilized softmax; it needs --preset pytorch_sdpa_flash_sm90_stabilized");
   return options;
 }
 
@@ -237,6 +286,36 @@ operand_tensor read_operand(const std::string& path, std::string_view name) {
   return t;
 }
 
+// One element of O: its head (b * H + h), row and column.
+struct element_index {
+  std::size_t head = 0, row = 0, col = 0;
+};
+
+// --explain's b,h,row,col (or row,col for [N, d] files), each within the shape.
+element_index parse_element_index(std::string_view text, const operand_tensor& q, bool four_d) {
+  const std::vector<std::size_t> extents =
+      four_d ? std::vector<std::size_t>{q.batch, q.heads, q.rows, q.head_dim} : std::vector<std::size_t>{q.rows, q.head_dim};
+  const std::string_view form = four_d ? "b,h,row,col" : "row,col";
+  std::vector<std::size_t> index;
+  for (std::size_t start = 0; start <= text.size();) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string_view field = text.substr(start, comma - start);
+    std::size_t parsed = 0;
+    const auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), parsed);
+    if (field.empty() || error != std::errc{} || end != field.data() + field.size() || index.size() == extents.size() ||
+        parsed >= extents[index.size()])
+      fail(fmt::format("attention: --explain expects {} within Q's shape {}, not {}", form, shape_text(q.file_shape),
+                       quoted_input(text)));
+    index.push_back(parsed);
+    start = comma + 1;
+  }
+  if (index.size() != extents.size())
+    fail(fmt::format("attention: --explain expects {} within Q's shape {}, not {}", form, shape_text(q.file_shape),
+                     quoted_input(text)));
+  if (!four_d) return {0, index[0], index[1]};
+  return {index[0] * q.heads + index[1], index[2], index[3]};
+}
+
 // What one run computes: the files' heads and the kernel that computes each.
 struct attention_problem {
   attention_options options;
@@ -245,6 +324,7 @@ struct attention_problem {
   attention_shape heuristic_shape;  // the call whose split count the preset chose
   flash_kernel kernel;
   bool four_d = true;
+  std::optional<element_index> explain;
   std::size_t head_count() const { return q.batch * q.heads; }
 };
 
@@ -262,7 +342,7 @@ void set_split_count(flash_kernel& kernel, int head_dim, int splits) {
 
 attention_problem read_problem(const attention_options& options) {
   attention_problem p{options, read_operand(options.q_path, "Q"), read_operand(options.k_path, "K"),
-                      read_operand(options.v_path, "V"), {}, {}, {}, true};
+                      read_operand(options.v_path, "V"), {}, {}, {}, true, {}};
   if (p.v.file_shape != p.k.file_shape)
     fail(printable(options.v_path) + ": V has shape " + shape_text(p.v.file_shape) + "; expected K's shape " +
          shape_text(p.k.file_shape));
@@ -301,7 +381,14 @@ attention_problem read_problem(const attention_options& options) {
   } catch (const std::invalid_argument& error) {
     fail(printable(options.q_path) + ": " + error.what());
   }
+  if (stabilized(options.kernel_preset)) {
+    attention::stabilized_max rule;
+    if (options.beta) rule.beta = *options.beta;
+    if (options.epsilon) rule.epsilon = *options.epsilon;
+    p.kernel.stabilize = rule;
+  }
   if (options.splits) set_split_count(p.kernel, p.head_shape.head_dim, *options.splits);
+  if (!options.explain.empty()) p.explain = parse_element_index(options.explain, p.q, p.four_d);
   return p;
 }
 
@@ -408,7 +495,11 @@ void print_summary(const attention_problem& p) {
       p.options.splits ? std::string("from --splits")
                        : fmt::format("the heuristic's for B {}, H {}{}", s.batch, s.heads,
                                      p.options.batch_heads ? ", from --batch-heads" : "");
-  std::printf("preset %s: %s\n", std::string(preset_names).c_str(), kernel_text(p.kernel, s.key_rows, split_source).c_str());
+  std::printf("preset %s: %s\n", std::string(preset_name(p.options.kernel_preset)).c_str(),
+              kernel_text(p.kernel, s.key_rows, split_source).c_str());
+  if (p.kernel.stabilize)
+    std::printf("stabilized softmax: beta %s, eps %s\n", fmt::format("{}", to_host(p.kernel.stabilize->beta)).c_str(),
+                fmt::format("{}", to_host(p.kernel.stabilize->epsilon)).c_str());
 }
 
 // Where a row's result comes from: its block of rows, and the K/V blocks each split ran for it.
@@ -461,24 +552,149 @@ std::string value_text(value<F> x) {
   return fmt::format("0x{:0{}X} ({})", x.bits, F.width() / 4, to_double(x));
 }
 
-// Counts and reports the mismatches of one output; returns how many.
+// A float32 as bits and its shortest decimal.
+std::string short_text(float32 x) { return fmt::format("0x{:08X} ({})", x.bits, to_host(x)); }
+
+// A step's rounding error in units of its result's last place (of the result's format).
+std::string error_text(const trace& t) {
+  if (!t.error || !t.result_value) return "-";
+  const double error = t.error->convert_to<double>();
+  if (error == 0.0) return "0 (exact)";
+  const double result = std::fabs(t.result_value->convert_to<double>());
+  const format f = t.result_format;
+  const int least_exponent = 1 - f.bias() - f.fraction_bits;  // the smallest subnormal's
+  const int exponent = result == 0.0 ? least_exponent : std::max(std::ilogb(result) - f.fraction_bits, least_exponent);
+  return fmt::format("{:.3g} ({:+.3f} ulp)", error, std::ldexp(error, -exponent));
+}
+
+std::string_view step_name(attention::traced_step::kind what) {
+  using kind = attention::traced_step::kind;
+  switch (what) {
+    case kind::rescale: return "O * alpha";
+    case kind::tensor_core: return "tensor-core step";
+    case kind::normalize: return "O * (1/l)";
+    case kind::combine: return "combine fma";
+    case kind::to_bf16: return "cvt to bf16";
+  }
+  return "";
+}
+
+// The float32 values before the final conversion that give `expected`, and
+// where the model's value lies against them.
+std::string conversion_window(float32 model, bfloat16 expected) {
+  const float target = to_host(float32::from_bits(std::uint32_t{expected.bits} << 16));
+  if (std::isnan(target) || std::isnan(to_host(model))) return "";
+  float low = target, high = target;
+  constexpr int most_steps = 1 << 17;  // a bf16 ulp is 2^16 float32 ulps
+  for (int i = 0; i < most_steps && ptx::cvt_rn_bf16_f32(from_host(std::nextafter(low, -INFINITY))).bits == expected.bits; ++i)
+    low = std::nextafter(low, -INFINITY);
+  for (int i = 0; i < most_steps && ptx::cvt_rn_bf16_f32(from_host(std::nextafter(high, INFINITY))).bits == expected.bits; ++i)
+    high = std::nextafter(high, INFINITY);
+  const float x = to_host(model);
+  const std::string range = fmt::format("  the expected bf16 value is what float32 values from {} to {} convert to; the "
+                                        "model's value before the conversion, {}, ", low, high, x);
+  if (x >= low && x <= high) return range + "lies among them\n";
+  const float nearest = x < low ? low : high;
+  long steps = 0;
+  for (float y = x; y != nearest && steps < (1L << 24); ++steps) y = std::nextafter(y, nearest);
+  return range + fmt::format("lies {}{} float32 step{} {} them\n", steps >= (1L << 24) ? "more than " : "", steps,
+                             steps == 1 ? "" : "s", x < low ? "below" : "above");
+}
+
+// How the model computed O[row][col] of one head: the row block by block, then
+// every rounding of the element (attention/explain.hpp), the largest and the last in full.
+void print_explanation(const attention_problem& p, const element_index& at, std::optional<bfloat16> expected) {
+  const std::size_t rows = p.q.rows, keys = p.k.rows, d = p.q.head_dim;
+  const auto q = std::span<const bfloat16>(p.q.values).subspan(at.head * rows * d, rows * d);
+  const auto k = std::span<const bfloat16>(p.k.values).subspan(at.head * keys * d, keys * d);
+  const auto v = std::span<const bfloat16>(p.v.values).subspan(at.head * keys * d, keys * d);
+  attention::row_record record;
+  attention::element_trace element;
+  try {
+    record = attention::record_row(p.kernel, p.head_shape, q, k, v, static_cast<int>(at.row));
+    element = attention::trace_output_element(p.kernel, p.head_shape, record, v, static_cast<int>(at.col));
+  } catch (const std::exception& e) {
+    fail("attention: " + printable(e.what()));
+  }
+  std::printf("\nO%s = %s, as the model computed it\n", index_text(p, at.head, at.row, at.col).c_str(),
+              value_text(record.o[at.col]).c_str());
+  const int splits = static_cast<int>(record.splits.size());
+  for (int s = 0; s < splits; ++s) {
+    std::printf(splits > 1 ? "  split %d of %d:\n" : "  the one pass:\n", s, splits);
+    for (const attention::row_block& b : record.blocks) {
+      if (b.split != s) continue;
+      int ones = 0;
+      for (const float32 x : b.p) ones += x.bits == 0x3F800000u;
+      const int last_key = std::min(b.first_key + static_cast<int>(b.scores.size()), p.head_shape.key_rows) - 1;
+      std::printf("    block %d, keys %d..%d: max %s, running max %s, alpha %s, P = 1 at %d key%s%s\n", b.block,
+                  b.first_key, last_key, fmt::format("{}", to_host(b.block_max)).c_str(),
+                  fmt::format("{}", to_host(b.running_max)).c_str(),
+                  b.alpha ? fmt::format("{}", to_host(*b.alpha)).c_str() : "(first block)", ones, ones == 1 ? "" : "s",
+                  p.kernel.stabilize ? fmt::format(", {} within eps of the block max", b.ties).c_str() : "");
+      std::printf("      row sums %s %s %s %s; O[%zu] = %s\n", fmt::format("{}", to_host(b.sums[0])).c_str(),
+                  fmt::format("{}", to_host(b.sums[1])).c_str(), fmt::format("{}", to_host(b.sums[2])).c_str(),
+                  fmt::format("{}", to_host(b.sums[3])).c_str(), at.col, short_text(b.o[at.col]).c_str());
+    }
+    const attention::row_split_end& end = record.splits[static_cast<std::size_t>(s)];
+    if (!end.ran) std::printf("    no K/V block: O = 0, L = -inf\n");
+    else
+      std::printf("    end: row sum %s, 1/sum %s, O[%zu] = %s, L = %s\n", short_text(end.sum).c_str(),
+                  short_text(end.inverse).c_str(), at.col, short_text(end.o[at.col]).c_str(), short_text(end.lse).c_str());
+  }
+  if (splits > 1) std::printf("  combine: L = %s\n", short_text(record.lse).c_str());
+  std::printf("  the %zu roundings of O[%zu], in order (error: the rounded result minus the step's exact result):\n",
+              element.steps.size(), at.col);
+  std::printf("    %5s %5s %5s %-13s %-16s %-34s %s\n", "step", "split", "block", "keys", "operation", "result", "error");
+  std::size_t largest = 0;
+  double largest_ulps = -1;
+  for (std::size_t i = 0; i < element.steps.size(); ++i) {
+    const attention::traced_step& step = element.steps[i];
+    const bool tensor_core = step.what == attention::traced_step::kind::tensor_core;
+    const std::string keys_text =
+        tensor_core ? fmt::format("{}..{}", step.first_key, step.first_key + p.kernel.tensor_core.products_per_step - 1) : "";
+    const std::string error = error_text(step.record);
+    std::printf("    %5zu %5s %5s %-13s %-16s %-34s %s\n", i + 1,
+                step.what == attention::traced_step::kind::to_bf16 ? "" : std::to_string(step.split).c_str(),
+                step.block >= 0 ? std::to_string(step.block).c_str() : "", keys_text.c_str(),
+                std::string(step_name(step.what)).c_str(),
+                describe_value(step.record.result_format, step.record.result_bits).c_str(), error.c_str());
+    if (step.record.error && step.record.result_value && step.what != attention::traced_step::kind::to_bf16) {
+      const double ulps = std::fabs(step.record.error->convert_to<double>()) /
+                          std::max(std::fabs(step.record.result_value->convert_to<double>()), 1e-300);
+      if (ulps > largest_ulps) largest_ulps = ulps, largest = i;
+    }
+  }
+  if (largest_ulps > 0)
+    std::printf("\n  step %zu, the largest error relative to its result, in full:\n%s", largest + 1,
+                render(element.steps[largest].record, output_style::text).c_str());
+  std::printf("\n  step %zu, the conversion to bf16, in full:\n%s", element.steps.size(),
+              render(element.steps.back().record, output_style::text).c_str());
+  if (expected) {
+    const float32 before = element.steps.size() >= 2 ? float32::from_bits(element.steps.back().record.operand_bits(0))
+                                                     : float32::zero();
+    std::printf("%s", conversion_window(before, *expected).c_str());
+  }
+}
+
+// Counts and reports the mismatches of one output; returns how many and the first.
 template <format F>
-std::uint64_t compare(const attention_problem& p, std::string_view name, const std::vector<value<F>>& model,
-                      const std::vector<value<F>>& expected, std::size_t row_length) {
+std::pair<std::uint64_t, std::size_t> compare(const attention_problem& p, std::string_view name,
+                                              const std::vector<value<F>>& model, const std::vector<value<F>>& expected,
+                                              std::size_t row_length) {
   std::uint64_t mismatches = 0;
   std::size_t first = 0;
   for (std::size_t i = 0; i < model.size(); ++i)
     if (model[i].bits != expected[i].bits && mismatches++ == 0) first = i;
   std::printf("%s: %zu elements compared, %llu mismatches\n", std::string(name).c_str(), model.size(),
               static_cast<unsigned long long>(mismatches));
-  if (mismatches == 0) return 0;
+  if (mismatches == 0) return {0, 0};
   const std::size_t rows = p.q.rows;
   const std::size_t row_index = first / row_length, head = row_index / rows, row = row_index % rows;
   const std::optional<std::size_t> col = row_length > 1 ? std::optional<std::size_t>(first % row_length) : std::nullopt;
   std::printf("first mismatch in %s at %s\n  expected %s\n  model    %s\n%s", std::string(name).c_str(),
               index_text(p, head, row, col).c_str(), value_text(expected[first]).c_str(),
               value_text(model[first]).c_str(), describe_row(p, row).c_str());
-  return mismatches;
+  return {mismatches, first};
 }
 
 }  // namespace
@@ -495,8 +711,26 @@ int attention_command(const arguments& args) {
   write_outputs(problem, result);
   print_summary(problem);
   std::uint64_t mismatches = 0;
-  if (expected.o) mismatches += compare(problem, "O", result.o, *expected.o, problem.q.head_dim);
-  if (expected.lse) mismatches += compare(problem, "L", result.lse, *expected.lse, 1);
+  std::optional<element_index> first_o_mismatch;
+  if (expected.o) {
+    const auto [count, first] = compare(problem, "O", result.o, *expected.o, problem.q.head_dim);
+    const std::size_t rows = problem.q.rows, d = problem.q.head_dim;
+    if (count > 0) first_o_mismatch = element_index{first / d / rows, first / d % rows, first % d};
+    mismatches += count;
+  }
+  if (expected.lse) mismatches += compare(problem, "L", result.lse, *expected.lse, 1).first;
+  if (problem.explain) {
+    const element_index& at = *problem.explain;
+    const std::size_t flat = (at.head * problem.q.rows + at.row) * problem.q.head_dim + at.col;
+    print_explanation(problem, at, expected.o ? std::optional<bfloat16>((*expected.o)[flat]) : std::nullopt);
+  }
+  if (first_o_mismatch) {
+    const element_index& at = *first_o_mismatch;
+    const std::size_t flat = (at.head * problem.q.rows + at.row) * problem.q.head_dim + at.col;
+    if (!problem.explain || problem.explain->head != at.head || problem.explain->row != at.row ||
+        problem.explain->col != at.col)
+      print_explanation(problem, at, (*expected.o)[flat]);
+  }
   return mismatches ? 1 : 0;
 }
 

@@ -369,6 +369,49 @@ bitexact_cli_test(attention_mismatch_four_dimensional_index RC 1 ARGS attention 
   CONTAINS "O: 2176 elements compared, 1 mismatches\nfirst mismatch in O at [0, 1, 5, 7] (b, h, row, col)"
   "  expected 0xBDAA (-0.0830078125)\n  model    0xBDAB (-0.08349609375)"
   "causal: the row sees keys 0..5, its diagonal in block 0\n    one pass: block 0 (keys 0..16)")
+# The first mismatch of O explained: its row and every rounding of the element, and where the expected bf16
+# value's float32 range lies against the model's value before the conversion.
+bitexact_cli_test(attention_mismatch_explained RC 1 ARGS attention ${attention_small}/attention_b1h2_q.npy
+  ${attention_small}/attention_b1h2_k.npy ${attention_small}/attention_b1h2_v.npy --causal
+  --expect-o ${attention_small}/attention_b1h2_o_flipped.npy
+  CONTAINS "O[0, 1, 5, 7] (b, h, row, col) = 0xBDAB (-0.08349609375), as the model computed it"
+  "block 0, keys 0..16: max 5.829323, running max 5.829323, alpha (first block), P = 1 at 1 key"
+  "the 10 roundings of O[7], in order"
+  "        1     0     0 0..15         tensor-core step fp32:0xBE40AAE0"
+  "        9     0                     O * (1/l)        fp32:0xBDAB6970"
+  "step 10, the conversion to bf16, in full:\nconvert fp32 -> bf16"
+  "from -0.08325195 to -0.08276367 convert to; the model's value before the conversion, -0.0836972, lies 59760 float32 steps below them")
+# --explain on a split head: the four splits block by block, the element's 73 roundings down to the combine.
+bitexact_cli_test(attention_explain_split ARGS attention ${attention_data}/split_d64_n1000_causal_ties_positive_h3/q.npy
+  ${attention_data}/split_d64_n1000_causal_ties_positive_h3/k.npy
+  ${attention_data}/split_d64_n1000_causal_ties_positive_h3/v.npy --causal --batch-heads 1,4 --explain 999,5
+  --expect-o ${attention_data}/split_d64_n1000_causal_ties_positive_h3/o.npy
+  CONTAINS "O: 64000 elements compared, 0 mismatches" "O[999, 5] (row, col) = 0xBF7F (-0.99609375)"
+  "  split 3 of 4:\n    block 3, keys 768..999: max 38, running max 38, alpha (first block), P = 1 at 18 keys"
+  "the 73 roundings of O[5]" "       72     3                     combine fma      fp32:0xBF7F3C97"
+  "the largest error relative to its result, in full:\nfused multiply-add step: 16 products + C -> fp32"
+  "the model's value before the conversion, -0.9970183, lies among them")
+# The stabilized preset: no P of the row is 1 where its block's maximum repeats.
+bitexact_cli_test(attention_stabilized_explain ARGS attention ${attention_data}/split_d64_n1000_causal_ties_positive_h3/q.npy
+  ${attention_data}/split_d64_n1000_causal_ties_positive_h3/k.npy
+  ${attention_data}/split_d64_n1000_causal_ties_positive_h3/v.npy --causal --batch-heads 1,4
+  --preset pytorch_sdpa_flash_sm90_stabilized --explain 999,5
+  CONTAINS "preset pytorch_sdpa_flash_sm90_stabilized: 4 splits" "stabilized softmax: beta 2, eps 0.001"
+  "block 0, keys 0..255: max 76, running max 76, alpha (first block), P = 1 at 0 keys, 14 within eps of the block max"
+  "O[999, 5] (row, col) = 0xBF80 (-1)")
+bitexact_cli_test(attention_stabilized_beta ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy --causal
+  --preset=pytorch_sdpa_flash_sm90_stabilized --beta 7 --eps 0.01 CONTAINS "stabilized softmax: beta 7, eps 0.01")
+bitexact_cli_test(attention_error_beta_without_stabilized RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
+  --beta 2 ONE_LINE_ERROR ERROR_CONTAINS "--beta sets the stabilized softmax; it needs --preset pytorch_sdpa_flash_sm90_stabilized")
+bitexact_cli_test(attention_error_beta_below_one RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
+  --preset pytorch_sdpa_flash_sm90_stabilized --beta 0.5 ONE_LINE_ERROR ERROR_CONTAINS "--beta expects a finite decimal of at least 1")
+bitexact_cli_test(attention_error_negative_eps RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
+  --preset pytorch_sdpa_flash_sm90_stabilized --eps=-1 ONE_LINE_ERROR ERROR_CONTAINS "--eps expects a finite decimal of at least 0")
+bitexact_cli_test(attention_error_explain_outside RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
+  --explain 17,0 ONE_LINE_ERROR ERROR_CONTAINS "--explain expects row,col within Q's shape [17, 64], not '17,0'")
+bitexact_cli_test(attention_error_explain_form RC 2 ARGS attention ${attention_small}/attention_b1h2_q.npy
+  ${attention_small}/attention_b1h2_k.npy ${attention_small}/attention_b1h2_v.npy --explain 5,7
+  ONE_LINE_ERROR ERROR_CONTAINS "--explain expects b,h,row,col within Q's shape [1, 2, 17, 64], not '5,7'")
 # --splits 1 where PyTorch split in 4: the single kernel's tiles, and L differs.
 bitexact_cli_test(attention_splits_override RC 1 ARGS attention ${attention_data}/split_d128_n1000_causal_ties_negative_h1/q.npy
   ${attention_data}/split_d128_n1000_causal_ties_negative_h1/k.npy

@@ -102,9 +102,28 @@ struct softmax_block_event {
   int block = 0;  // K/V block: keys [block * block_n, (block + 1) * block_n)
   float32 block_max{};    // rowmax of the block's scores, after stabilization
   float32 running_max{};  // the max the block's P were computed with
+  std::optional<float32> alpha;  // what O and the row sums were multiplied by first (none in a split's first block)
   int ties = 0;           // stabilization: scores within epsilon of the block's max (0 when off)
   std::span<const float32> scores;  // the raw scores of the block, masked ones -inf
   std::span<const float32> p;       // P in fp32
+  std::span<const bfloat16> p_bf16;  // P as P V's tensor-core steps take it
+};
+
+// One row after one K/V block's P V: the unnormalised O and the row sums.
+struct output_block_event {
+  int row = 0, split = 0, block = 0;
+  std::array<float32, 4> sums{};  // the partial row sums of the quad's four threads
+  std::span<const float32> o;     // [head_dim], unnormalised
+};
+
+// One row at the end of a split (of the one pass without split-KV): the
+// kernel's epilogue, before O is converted to bf16 or merged by the combine.
+struct row_end_event {
+  int row = 0, split = 0;
+  float32 sum{};      // the row sum, the four partial sums reduced
+  float32 inverse{};  // RN(1 / sum), or 1 when the sum is 0 or NaN
+  float32 lse{};      // L of the split
+  std::span<const float32> o;  // [head_dim], O times inverse
 };
 
 // The split heuristic of flash-attention's mha_fwd (num_splits_heuristic):
@@ -206,14 +225,21 @@ struct head_operands {
   }
 };
 
+// Where a slab's events go: to the observer of flash_forward_head, for the
+// event kinds it listens to (empty functions for the others).
+struct event_sinks {
+  std::function<void(const softmax_block_event&)> softmax;
+  std::function<void(const output_block_event&)> output;
+  std::function<void(const row_end_event&)> row_end;
+  bool any() const { return softmax || output || row_end; }
+};
+
 // Rows [row0, row0 + 16) of one thread block (m_block) through one split's K/V blocks.
 class row_slab {
  public:
-  using block_sink = std::function<void(const softmax_block_event&)>;
-
   row_slab(const flash_kernel& kernel, const head_operands& head, int row0, int split = 0,
-           const block_sink* sink = nullptr)
-      : kernel_(kernel), head_(head), d_(head.shape.head_dim), row0_(row0), split_(split), sink_(sink) {
+           const event_sinks* sinks = nullptr)
+      : kernel_(kernel), head_(head), d_(head.shape.head_dim), row0_(row0), split_(split), sinks_(sinks) {
     // Q's 16 rows as head_dim/16 tiles of A (16 x 16, row-major); rows past the end are zero.
     q_tiles_.assign(static_cast<std::size_t>(d_ / 16) * 256, bfloat16::zero());
     for (int r = 0; r < 16 && row0 + r < head.shape.query_rows; ++r)
@@ -231,6 +257,7 @@ class row_slab {
     max_.assign(16, negative_infinity);
     sums_.assign(16 * 4, float32::zero());
     row_p_.resize(bn);
+    row_p_bf16_.resize(bn);
     std::vector<float32> scores(16 * bn);
     std::vector<bfloat16> p(16 * bn);
     int iteration = 0;
@@ -241,6 +268,13 @@ class row_slab {
       for (int r = 0; r < 16; ++r)
         softmax_row(r, block, first, masking, masking && check_inf_when_masking, scores, p);
       accumulate_pv(block, p);
+      if (sinks_ != nullptr && sinks_->output)
+        for (int r = 0; r < rows(); ++r) {
+          const std::size_t ur = static_cast<std::size_t>(r);
+          output_block_event e{row0_ + r, split_, block, {}, std::span<const float32>(o_.data() + ur * d, d)};
+          std::copy_n(sums_.begin() + static_cast<std::ptrdiff_t>(ur * 4), 4, e.sums.begin());
+          sinks_->output(e);
+        }
     }
   }
 
@@ -255,9 +289,13 @@ class row_slab {
     for (int c = 0; c < d_; ++c)
       o_row[static_cast<std::size_t>(c)] = ptx::mul_f32(o_[static_cast<std::size_t>(r) * static_cast<std::size_t>(d_) + static_cast<std::size_t>(c)], inverse);
     lse = degenerate ? sum_zero_lse : log_sum_exp(max_[static_cast<std::size_t>(r)], sum);
+    if (sinks_ != nullptr && sinks_->row_end) sinks_->row_end(row_end_event{row0_ + r, split_, sum, inverse, lse, o_row});
   }
 
  private:
+  // The slab's rows that exist (the last slab of a head may be short).
+  int rows() const { return std::min(16, head_.shape.query_rows - row0_); }
+
   // L = FFMA(m, scale, RN(__logf(l))), __logf = lg2.approx.f32 times ln 2 in
   // one FMUL; the row max's product is the fused one (SASS of both kernels).
   float32 log_sum_exp(float32 row_max, float32 sum) const {
@@ -316,10 +354,13 @@ class row_slab {
                                    ? ptx::sub_f32(ptx::mul_f32(s[j], kernel_.scale_log2), max_scaled)
                                    : ptx::fma_f32(s[j], kernel_.scale_log2, float32::from_bits(max_scaled.bits ^ 0x80000000u));
       row_p[j] = ex2(exponent);
-      p[(j / 16) * 256 + ur * 16 + j % 16] = ptx::cvt_rn_bf16_f32(row_p[j]);  // A tiles of P V
+      row_p_bf16_[j] = ptx::cvt_rn_bf16_f32(row_p[j]);
+      p[(j / 16) * 256 + ur * 16 + j % 16] = row_p_bf16_[j];  // A tiles of P V
     }
-    if (sink_ != nullptr && row < shape.query_rows)  // not the slab's padding rows
-      (*sink_)(softmax_block_event{row, split_, block, block_max, m, ties, std::span<const float32>(s, bn), row_p});
+    if (sinks_ != nullptr && sinks_->softmax && row < shape.query_rows)  // not the slab's padding rows
+      sinks_->softmax(softmax_block_event{row, split_, block, block_max, m,
+                                          first ? std::nullopt : std::optional<float32>(alpha), ties,
+                                          std::span<const float32>(s, bn), row_p, row_p_bf16_});
     // Thread t of the quad holds columns 8 nj + 2 t + {0, 1}, added in that
     // order. On later blocks nvcc contracts the rescale of the running sum
     // with the first addition: FFMA(alpha, sum, p_first) (SASS of both kernels).
@@ -371,12 +412,13 @@ class row_slab {
   int d_;
   int row0_;
   int split_;
-  const block_sink* sink_;
+  const event_sinks* sinks_;
   std::vector<bfloat16> q_tiles_;
   std::vector<float32> o_;     // [16][head_dim], the unnormalised accumulator
   std::vector<float32> max_;   // [16]
   std::vector<float32> sums_;  // [16][4], each thread's partial row sum
   std::vector<float32> row_p_;  // one row's P of the current block, in fp32
+  std::vector<bfloat16> row_p_bf16_;  // and in bf16
 };
 
 }  // namespace detail
@@ -453,18 +495,14 @@ inline float32 combine_splits(int head_dim, std::span<const float32> split_o, st
   return lse;
 }
 
-// One head: q [query_rows][head_dim], k and v [key_rows][head_dim] (bf16);
-// writes o [query_rows][head_dim] and lse [query_rows]. An observer that
-// listens to softmax_block_event sees every row's every block (the head then
-// runs on one thread, so that the events come in order).
-template <class O = no_observer>
-void flash_forward_head(const flash_kernel& kernel, const attention_shape& shape, std::span<const bfloat16> q,
-                        std::span<const bfloat16> k, std::span<const bfloat16> v, std::span<bfloat16> o,
-                        std::span<float32> lse, O&& obs = {}) {
-  std::optional<detail::row_slab::block_sink> sink;
-  if constexpr (listens_to<O, softmax_block_event>) sink = [&obs](const softmax_block_event& e) { report(obs, e); };
+namespace detail {
+
+// One slab of 16 query rows of a head (rows [row0, row0 + 16)), through every
+// split and then the combine; writes those rows of o and lse.
+inline void run_slab(const flash_kernel& kernel, const head_operands& head, int row0, std::span<bfloat16> o,
+                     std::span<float32> lse, const event_sinks* sinks) {
+  const attention_shape& shape = head.shape;
   const std::size_t d = static_cast<std::size_t>(shape.head_dim);
-  const detail::head_operands head(shape, kernel.block_n, q, k, v);
   const bool even_mn = shape.key_rows % kernel.block_n == 0 && shape.query_rows % kernel.block_m == 0;
   const bool split = kernel.splits > 1;
   // n_masking_steps: one for the non-causal mask of the last block; causal
@@ -475,50 +513,72 @@ void flash_forward_head(const flash_kernel& kernel, const attention_shape& shape
   // Check_inf: the single-split kernel guards the rescale in causal masking
   // steps; the split kernel also when the shape is ragged.
   const bool check_inf = split ? (shape.causal || !even_mn) : shape.causal;
-  // One slab of 16 query rows, through every split, then the combine.
-  const auto run_slab = [&](int row0) {
-    const int m_block = row0 / kernel.block_m;
-    const int rows = std::min(16, shape.query_rows - row0);
-    std::vector<float32> split_o(static_cast<std::size_t>(kernel.splits) * 16 * d, float32::zero());
-    std::vector<float32> split_lse(static_cast<std::size_t>(kernel.splits) * 16,
-                                   split ? detail::negative_infinity : float32::infinity());
-    for (int s = 0; s < kernel.splits; ++s) {
-      const detail::block_range range = detail::blocks_of(kernel, shape, m_block, s);
-      if (range.first >= range.end) continue;  // an empty split: O = 0, L = -inf (+inf unsplit)
-      detail::row_slab slab(kernel, head, row0, s, sink ? &*sink : nullptr);
-      slab.run(range.first, range.end, masking_steps, check_inf);
-      for (int r = 0; r < rows; ++r) {
-        const std::size_t at = static_cast<std::size_t>(s) * 16 + static_cast<std::size_t>(r);
-        slab.finish_row(r, std::span<float32>(split_o.data() + at * d, d), split_lse[at],
-                        split ? detail::negative_infinity : float32::infinity());
-      }
-    }
-    std::vector<float32> row_o(static_cast<std::size_t>(kernel.splits) * d), row_lse(static_cast<std::size_t>(kernel.splits));
+  const int m_block = row0 / kernel.block_m;
+  const int rows = std::min(16, shape.query_rows - row0);
+  std::vector<float32> split_o(static_cast<std::size_t>(kernel.splits) * 16 * d, float32::zero());
+  std::vector<float32> split_lse(static_cast<std::size_t>(kernel.splits) * 16,
+                                 split ? negative_infinity : float32::infinity());
+  for (int s = 0; s < kernel.splits; ++s) {
+    const block_range range = blocks_of(kernel, shape, m_block, s);
+    if (range.first >= range.end) continue;  // an empty split: O = 0, L = -inf (+inf unsplit)
+    row_slab slab(kernel, head, row0, s, sinks);
+    slab.run(range.first, range.end, masking_steps, check_inf);
     for (int r = 0; r < rows; ++r) {
-      const std::size_t row = static_cast<std::size_t>(row0 + r);
-      if (!split) {
-        for (std::size_t c = 0; c < d; ++c)
-          o[row * d + c] = ptx::cvt_rn_bf16_f32(split_o[static_cast<std::size_t>(r) * d + c]);
-        lse[row] = split_lse[static_cast<std::size_t>(r)];
-        continue;
-      }
-      for (std::size_t s = 0; s < static_cast<std::size_t>(kernel.splits); ++s) {
-        const std::size_t at = s * 16 + static_cast<std::size_t>(r);
-        std::copy_n(split_o.begin() + static_cast<std::ptrdiff_t>(at * d), d, row_o.begin() + static_cast<std::ptrdiff_t>(s * d));
-        row_lse[s] = split_lse[at];
-      }
-      lse[row] = combine_splits(shape.head_dim, row_o, row_lse, o.subspan(row * d, d));
+      const std::size_t at = static_cast<std::size_t>(s) * 16 + static_cast<std::size_t>(r);
+      slab.finish_row(r, std::span<float32>(split_o.data() + at * d, d), split_lse[at],
+                      split ? negative_infinity : float32::infinity());
     }
-  };
+  }
+  std::vector<float32> row_o(static_cast<std::size_t>(kernel.splits) * d), row_lse(static_cast<std::size_t>(kernel.splits));
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t row = static_cast<std::size_t>(row0 + r);
+    if (!split) {
+      for (std::size_t c = 0; c < d; ++c) o[row * d + c] = ptx::cvt_rn_bf16_f32(split_o[static_cast<std::size_t>(r) * d + c]);
+      lse[row] = split_lse[static_cast<std::size_t>(r)];
+      continue;
+    }
+    for (std::size_t s = 0; s < static_cast<std::size_t>(kernel.splits); ++s) {
+      const std::size_t at = s * 16 + static_cast<std::size_t>(r);
+      std::copy_n(split_o.begin() + static_cast<std::ptrdiff_t>(at * d), d, row_o.begin() + static_cast<std::ptrdiff_t>(s * d));
+      row_lse[s] = split_lse[at];
+    }
+    lse[row] = combine_splits(shape.head_dim, row_o, row_lse, o.subspan(row * d, d));
+  }
+}
+
+// The sinks for the event kinds an observer listens to.
+template <class O>
+event_sinks sinks_for(O& obs) {
+  event_sinks sinks;
+  if constexpr (listens_to<O, softmax_block_event>) sinks.softmax = [&obs](const softmax_block_event& e) { report(obs, e); };
+  if constexpr (listens_to<O, output_block_event>) sinks.output = [&obs](const output_block_event& e) { report(obs, e); };
+  if constexpr (listens_to<O, row_end_event>) sinks.row_end = [&obs](const row_end_event& e) { report(obs, e); };
+  return sinks;
+}
+
+}  // namespace detail
+
+// One head: q [query_rows][head_dim], k and v [key_rows][head_dim] (bf16);
+// writes o [query_rows][head_dim] and lse [query_rows]. An observer that
+// listens to softmax_block_event, output_block_event or row_end_event sees
+// every row's every block and split end (the head then runs on one thread,
+// so that the events come in order).
+template <class O = no_observer>
+void flash_forward_head(const flash_kernel& kernel, const attention_shape& shape, std::span<const bfloat16> q,
+                        std::span<const bfloat16> k, std::span<const bfloat16> v, std::span<bfloat16> o,
+                        std::span<float32> lse, O&& obs = {}) {
+  const detail::event_sinks sinks = detail::sinks_for(obs);
+  const detail::head_operands head(shape, kernel.block_n, q, k, v);
   // Slabs are independent: as many threads as the host has take them in turn.
   const int slabs = (shape.query_rows + 15) / 16;
-  const int threads = sink ? 1 : std::max(1, std::min(slabs, static_cast<int>(std::thread::hardware_concurrency())));
+  const int threads = sinks.any() ? 1 : std::max(1, std::min(slabs, static_cast<int>(std::thread::hardware_concurrency())));
   std::atomic<int> next_slab{0};
   std::exception_ptr failure;  // the first exception (a missing MUFU table, say), rethrown here
   std::mutex failure_lock;
   const auto worker = [&] {
     try {
-      for (int slab = next_slab++; slab < slabs; slab = next_slab++) run_slab(slab * 16);
+      for (int slab = next_slab++; slab < slabs; slab = next_slab++)
+        detail::run_slab(kernel, head, slab * 16, o, lse, sinks.any() ? &sinks : nullptr);
     } catch (...) {
       const std::lock_guard<std::mutex> hold(failure_lock);
       if (!failure) failure = std::current_exception();

@@ -344,16 +344,23 @@ class row_slab {
     if (!first) {
       const float32 current = check_inf && m == negative_infinity ? float32::zero() : m;
       alpha = ex2(ptx::mul_f32(ptx::sub_f32(previous, current), kernel_.scale_log2));
+      // Times exactly 1 (the max did not change, most blocks) leaves every O
+      // as it is: the tensor core's NaN is already the FMUL's canonical one.
       float32* o = o_.data() + ur * static_cast<std::size_t>(d_);
-      for (int c = 0; c < d_; ++c) o[c] = ptx::mul_f32(o[c], alpha);
+      if (alpha.bits != 0x3F800000u)
+        for (int c = 0; c < d_; ++c) o[c] = ptx::mul_f32(o[c], alpha);
     }
     const float32 max_scaled = m == negative_infinity ? float32::zero() : ptx::mul_f32(m, kernel_.scale_log2);
     std::vector<float32>& row_p = row_p_;
+    // The exponents first, their table entries fetched, then the lookups.
     for (std::size_t j = 0; j < bn; ++j) {
-      const float32 exponent = kernel_.unfused_scale
-                                   ? ptx::sub_f32(ptx::mul_f32(s[j], kernel_.scale_log2), max_scaled)
-                                   : ptx::fma_f32(s[j], kernel_.scale_log2, float32::from_bits(max_scaled.bits ^ 0x80000000u));
-      row_p[j] = ex2(exponent);
+      row_p[j] = kernel_.unfused_scale
+                     ? ptx::sub_f32(ptx::mul_f32(s[j], kernel_.scale_log2), max_scaled)
+                     : ptx::fma_f32(s[j], kernel_.scale_log2, float32::from_bits(max_scaled.bits ^ 0x80000000u));
+      ptx::prefetch_ex2(row_p[j], tables_);
+    }
+    for (std::size_t j = 0; j < bn; ++j) {
+      row_p[j] = ex2(row_p[j]);
       row_p_bf16_[j] = ptx::cvt_rn_bf16_f32(row_p[j]);
       p[(j / 16) * 256 + ur * 16 + j % 16] = row_p_bf16_[j];  // A tiles of P V
     }
@@ -405,7 +412,7 @@ class row_slab {
   }
 
   // exp2f as nvcc compiles it without fast math: MUFU.EX2 in its non-FTZ wrapper.
-  static float32 ex2(float32 x) { return ptx::ex2_approx(x); }
+  float32 ex2(float32 x) const { return ptx::ex2_approx(x, tables_); }
 
   const flash_kernel& kernel_;
   const head_operands& head_;
@@ -413,6 +420,7 @@ class row_slab {
   int row0_;
   int split_;
   const event_sinks* sinks_;
+  const ptx::mufu_tables& tables_ = ptx::mufu_tables::shared();
   std::vector<bfloat16> q_tiles_;
   std::vector<float32> o_;     // [16][head_dim], the unnormalised accumulator
   std::vector<float32> max_;   // [16]

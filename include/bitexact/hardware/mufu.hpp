@@ -127,6 +127,18 @@ inline float32 ex2_approx(float32 x, const mufu_tables& tables = mufu_tables::sh
   return mul(root, root, fmul, obs).result;
 }
 
+// Not an instruction: a hint that brings the table entry ex2_approx(x) will
+// read into the cache. The tables are 32 MB, so nearly every lookup misses;
+// a caller with many independent exponentials prefetches them all first and
+// overlaps the misses (three times faster for a row of P). Inputs the tables
+// do not decide (NaN, overflow, below -126) need nothing.
+inline void prefetch_ex2(float32 x, const mufu_tables& tables = mufu_tables::shared()) {
+  const std::uint32_t magnitude = x.bits & detail::magnitude_mask;
+  if (magnitude >= 0x43000000u) return;
+  const std::uint32_t k = detail::grid_point(magnitude) & detail::fraction_mask;
+  __builtin_prefetch(tables.data(x.sign() ? mufu_table::ex2_negative : mufu_table::ex2_positive) + k);
+}
+
 // rcp.approx.ftz.f32 (MUFU.RCP).
 template <class O = no_observer>
 inline float32 rcp_approx_ftz(float32 x, const mufu_tables& tables = mufu_tables::shared(), O&& obs = {}) {

@@ -392,13 +392,8 @@ attention_problem read_problem(const attention_options& options) {
   return p;
 }
 
-struct attention_result {
-  std::vector<bfloat16> o;    // [heads][query_rows][head_dim]
-  std::vector<float32> lse;   // [heads][query_rows]
-};
-
 // Every head of the files.
-attention_result compute(const attention_problem& p) {
+attention::attention_output compute(const attention_problem& p) {
   try {
     ptx::mufu_tables::shared();  // loaded once, here, so that a missing table is one error, not one per thread
   } catch (const mufu_data_error& error) {
@@ -406,22 +401,14 @@ attention_result compute(const attention_problem& p) {
     if (message.rfind("bitexact: ", 0) == 0) message.erase(0, 10);
     fail(printable(message));
   }
-  const std::size_t heads = p.head_count(), rows = p.q.rows, keys = p.k.rows, d = p.q.head_dim;
-  attention_result result{std::vector<bfloat16>(heads * rows * d), std::vector<float32>(heads * rows)};
-  // Heads one after another: flash_forward_head spreads each head's rows over the machine's threads.
+  attention_shape files_shape = p.head_shape;
+  files_shape.batch = static_cast<int>(p.q.batch);
+  files_shape.heads = static_cast<int>(p.q.heads);
   try {
-    for (std::size_t h = 0; h < heads; ++h) {
-      const auto q = std::span<const bfloat16>(p.q.values).subspan(h * rows * d, rows * d);
-      const auto k = std::span<const bfloat16>(p.k.values).subspan(h * keys * d, keys * d);
-      const auto v = std::span<const bfloat16>(p.v.values).subspan(h * keys * d, keys * d);
-      attention::flash_forward_head(p.kernel, p.head_shape, q, k, v,
-                                    std::span<bfloat16>(result.o).subspan(h * rows * d, rows * d),
-                                    std::span<float32>(result.lse).subspan(h * rows, rows));
-    }
+    return attention::flash_forward(p.kernel, files_shape, p.q.values, p.k.values, p.v.values);
   } catch (const std::exception& e) {
     fail("attention: " + printable(e.what()));
   }
-  return result;
 }
 
 std::vector<std::size_t> lse_shape(const attention_problem& p) {
@@ -460,7 +447,7 @@ expectations read_expectations(const attention_problem& p) {
   return expected;
 }
 
-void write_outputs(const attention_problem& p, const attention_result& result) {
+void write_outputs(const attention_problem& p, const attention::attention_output& result) {
   try {
     if (!p.options.out_o.empty()) {
       std::vector<std::uint16_t> bits(result.o.size());
@@ -707,7 +694,7 @@ int attention_command(const arguments& args) {
   const attention_options options = parse_options(args);
   const attention_problem problem = read_problem(options);
   const expectations expected = read_expectations(problem);
-  const attention_result result = compute(problem);
+  const attention::attention_output result = compute(problem);
   write_outputs(problem, result);
   print_summary(problem);
   std::uint64_t mismatches = 0;

@@ -122,6 +122,39 @@ TEST_SUITE("attention") {
     CHECK(mismatches == 0);
   }
 
+  TEST_CASE("flash_forward runs every head of a call; wrong sizes are refused before any read") {
+    // The b1h2 call of the command's tests: two heads of N = 17, d = 64, causal, one kernel for both.
+    const std::string dir = std::string(BITEXACT_TEST_DATA_DIR) + "/../cli/";
+    const attention_shape shape{1, 2, 17, 17, 64, true};
+    const auto q = read_bf16(dir + "attention_b1h2_q.npy", 2 * 17 * 64), k = read_bf16(dir + "attention_b1h2_k.npy", 2 * 17 * 64),
+               v = read_bf16(dir + "attention_b1h2_v.npy", 2 * 17 * 64), o = read_bf16(dir + "attention_b1h2_o.npy", 2 * 17 * 64);
+    const npy::array lse = npy::read(dir + "attention_b1h2_lse.npy");
+    const flash_kernel kernel = pytorch_sdpa_flash_sm90(shape);
+    const attention_output out = flash_forward(kernel, shape, q, k, v);
+    REQUIRE(out.o.size() == o.size());
+    REQUIRE(out.lse.size() == lse.element_count());
+    int mismatches = 0;
+    for (std::size_t i = 0; i < o.size(); ++i) mismatches += out.o[i] != o[i];
+    for (std::size_t i = 0; i < out.lse.size(); ++i) mismatches += out.lse[i].bits != lse.word(i);
+    CHECK(mismatches == 0);
+
+    const std::vector<bfloat16> short_q(q.begin(), q.end() - 1);
+    CHECK_THROWS_AS(flash_forward(kernel, shape, short_q, k, v), std::invalid_argument);
+    std::vector<bfloat16> head_o(17 * 64);
+    std::vector<float32> head_lse(17);
+    const attention_shape one_head{1, 1, 17, 17, 64, true};
+    CHECK_THROWS_AS(flash_forward_head(kernel, one_head, std::span<const bfloat16>(q).first(17 * 64 - 1),
+                                       std::span<const bfloat16>(k).first(17 * 64), std::span<const bfloat16>(v).first(17 * 64),
+                                       head_o, head_lse),
+                    std::invalid_argument);
+    attention_shape odd_dim = one_head;
+    odd_dim.head_dim = 40;
+    CHECK_THROWS_AS(flash_forward_head(kernel, odd_dim, std::span<const bfloat16>(q).first(17 * 40),
+                                       std::span<const bfloat16>(k).first(17 * 40), std::span<const bfloat16>(v).first(17 * 40),
+                                       std::span<bfloat16>(head_o).first(17 * 40), head_lse),
+                    std::invalid_argument);
+  }
+
   TEST_CASE("the split heuristic gives PyTorch's split count for every shape of its survey") {
     std::ifstream in(data_dir + "/split_survey.txt");
     REQUIRE(in);

@@ -431,13 +431,6 @@ class row_slab {
 
 }  // namespace detail
 
-// The results of one forward pass: O [batch, heads, query_rows, head_dim] in
-// bf16 and L [batch, heads, query_rows] in fp32 (natural-log units).
-struct attention_output {
-  std::vector<bfloat16> o;
-  std::vector<float32> lse;
-};
-
 namespace detail {
 
 // The K/V block range a thread block of rows (m_block) covers in one split
@@ -554,6 +547,22 @@ inline void run_slab(const flash_kernel& kernel, const head_operands& head, int 
   }
 }
 
+// One head's spans against its shape, and the tiles against the tensor-core
+// steps they are cut into: std::invalid_argument naming what was expected.
+inline void check_head(const flash_kernel& kernel, const attention_shape& shape, std::size_t q, std::size_t k,
+                       std::size_t v, std::size_t o, std::size_t lse) {
+  const auto fail = [](const std::string& what) { throw std::invalid_argument("flash_forward_head: " + what); };
+  if (shape.query_rows < 1 || shape.key_rows < 1 || shape.head_dim < 16 || shape.head_dim % 16 != 0)
+    fail("a head needs at least one query row and one key, and a head dim that is a multiple of 16");
+  if (kernel.block_n < 16 || kernel.block_n % 16 != 0 || kernel.block_m < 16 || kernel.block_m % 16 != 0 ||
+      kernel.splits < 1)
+    fail("block_m and block_n must be multiples of 16, splits at least 1");
+  const std::size_t rows = static_cast<std::size_t>(shape.query_rows), keys = static_cast<std::size_t>(shape.key_rows);
+  const std::size_t d = static_cast<std::size_t>(shape.head_dim);
+  if (q != rows * d || k != keys * d || v != keys * d || o != rows * d || lse != rows)
+    fail("q and o need query_rows x head_dim elements, k and v key_rows x head_dim, lse query_rows");
+}
+
 // The sinks for the event kinds an observer listens to.
 template <class O>
 event_sinks sinks_for(O& obs) {
@@ -575,6 +584,7 @@ template <class O = no_observer>
 void flash_forward_head(const flash_kernel& kernel, const attention_shape& shape, std::span<const bfloat16> q,
                         std::span<const bfloat16> k, std::span<const bfloat16> v, std::span<bfloat16> o,
                         std::span<float32> lse, O&& obs = {}) {
+  detail::check_head(kernel, shape, q.size(), k.size(), v.size(), o.size(), lse.size());
   const detail::event_sinks sinks = detail::sinks_for(obs);
   const detail::head_operands head(shape, kernel.block_n, q, k, v);
   // Slabs are independent: as many threads as the host has take them in turn.
@@ -598,6 +608,36 @@ void flash_forward_head(const flash_kernel& kernel, const attention_shape& shape
   worker();
   for (std::thread& thread : pool) thread.join();
   if (failure) std::rethrow_exception(failure);
+}
+
+// The results of one call: O [batch, heads, query_rows, head_dim] in bf16 and
+// L [batch, heads, query_rows] in fp32 (natural-log units).
+struct attention_output {
+  std::vector<bfloat16> o;
+  std::vector<float32> lse;
+};
+
+// A whole call, as scaled_dot_product_attention takes it: q [batch, heads,
+// query_rows, head_dim], k and v [batch, heads, key_rows, head_dim]; the heads
+// one after another, each on every core.
+inline attention_output flash_forward(const flash_kernel& kernel, const attention_shape& shape,
+                                      std::span<const bfloat16> q, std::span<const bfloat16> k,
+                                      std::span<const bfloat16> v) {
+  if (shape.batch < 1 || shape.heads < 1)
+    throw std::invalid_argument("flash_forward: batch and heads must be at least 1");
+  const std::size_t heads = static_cast<std::size_t>(shape.batch) * static_cast<std::size_t>(shape.heads);
+  const std::size_t q_head = static_cast<std::size_t>(shape.query_rows) * static_cast<std::size_t>(shape.head_dim);
+  const std::size_t kv_head = static_cast<std::size_t>(shape.key_rows) * static_cast<std::size_t>(shape.head_dim);
+  if (q.size() != heads * q_head || k.size() != heads * kv_head || v.size() != heads * kv_head)
+    throw std::invalid_argument("flash_forward: q needs batch x heads x query_rows x head_dim elements, k and v "
+                                "batch x heads x key_rows x head_dim");
+  attention_output out{std::vector<bfloat16>(heads * q_head), std::vector<float32>(heads * static_cast<std::size_t>(shape.query_rows))};
+  for (std::size_t h = 0; h < heads; ++h)
+    flash_forward_head(kernel, shape, q.subspan(h * q_head, q_head), k.subspan(h * kv_head, kv_head),
+                       v.subspan(h * kv_head, kv_head), std::span<bfloat16>(out.o).subspan(h * q_head, q_head),
+                       std::span<float32>(out.lse).subspan(h * static_cast<std::size_t>(shape.query_rows),
+                                                           static_cast<std::size_t>(shape.query_rows)));
+  return out;
 }
 
 }  // namespace bitexact::attention

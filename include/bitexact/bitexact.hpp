@@ -4,6 +4,7 @@
 // doctest glue, testing/doctest.hpp, needs doctest and is included by itself.
 #pragma once
 
+#include "attention/explain.hpp"
 #include "attention/flash_forward.hpp"
 #include "core/environment.hpp"
 #include "core/format.hpp"

@@ -5,6 +5,8 @@
 #pragma once
 
 #include "attention/flash_forward.hpp"
+#include "attention/paper_reference.hpp"
+#include "attention/shape.hpp"
 #include "core/environment.hpp"
 #include "core/format.hpp"
 #include "core/operations.hpp"

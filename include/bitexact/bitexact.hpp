@@ -6,6 +6,8 @@
 
 #include "attention/explain.hpp"
 #include "attention/flash_forward.hpp"
+#include "attention/paper_reference.hpp"
+#include "attention/shape.hpp"
 #include "core/environment.hpp"
 #include "core/format.hpp"
 #include "core/operations.hpp"

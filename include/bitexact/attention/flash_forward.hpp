@@ -39,19 +39,9 @@
 #include "../hardware/mma.hpp"
 #include "../hardware/mufu.hpp"
 #include "../core/observer.hpp"
+#include "shape.hpp"
 
 namespace bitexact::attention {
-
-// One attention call as PyTorch's scaled_dot_product_attention takes it:
-// Q [batch, heads, query_rows, head_dim], K and V [batch, heads, key_rows, head_dim].
-struct attention_shape {
-  int batch = 1;
-  int heads = 1;
-  int query_rows = 0;
-  int key_rows = 0;
-  int head_dim = 0;
-  bool causal = false;  // bottom-right aligned: query row i sees keys j <= i + key_rows - query_rows
-};
 
 // PyTorch's default softmax scale: 1/sqrt(d) in double, then rounded to float
 // when it is passed to the kernel (sdp::calculate_scale, mha_fwd).
@@ -65,20 +55,6 @@ inline float32 softmax_scale_log2(float32 scale) {
   constexpr double log2_e = 1.44269504088896340736;
   return from_host(static_cast<float>(static_cast<double>(to_host(scale)) * log2_e));
 }
-
-// The paper's stabilized softmax (Qiu & Yao, Algorithm 3), on the kernel's
-// own arithmetic: per K/V block, rm = the block's row max of the raw scores
-// and rs = how many of them lie within epsilon of it, measured as the softmax
-// sees them (RN(RN(rm - S) * scale) <= epsilon, scale in natural-log units, as
-// the paper's code compares scaled scores); when rs > 1 the block's max
-// becomes RN(beta * rm) for rm > 0 and 0 for rm < 0, before it is merged with
-// the running max. No P is then exactly 1 in a block with a repeated maximum;
-// a maximum repeated across blocks, or a maximum of 0, is left alone (the
-// paper's rule sees one block at a time).
-struct stabilized_max {
-  float32 beta = from_host(2.0f);
-  float32 epsilon = from_host(1e-3f);
-};
 
 // What decides the bits of one flash-attention forward pass.
 struct flash_kernel {

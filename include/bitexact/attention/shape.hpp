@@ -1,0 +1,36 @@
+// What the attention models share: the shape of one call, and the parameters
+// of the paper's stabilized softmax.
+#pragma once
+
+#include "../core/format.hpp"
+
+namespace bitexact::attention {
+
+// One attention call as PyTorch's scaled_dot_product_attention takes it:
+// Q [batch, heads, query_rows, head_dim], K and V [batch, heads, key_rows, head_dim].
+struct attention_shape {
+  int batch = 1;
+  int heads = 1;
+  int query_rows = 0;
+  int key_rows = 0;
+  int head_dim = 0;
+  bool causal = false;  // bottom-right aligned: query row i sees keys j <= i + key_rows - query_rows
+};
+
+// The paper's stabilized softmax (Qiu & Yao, Algorithm 3): per K/V block,
+// rm = the block's row max and rs = how many of its scores lie within epsilon
+// of it; when rs > 1 the block's max becomes beta * rm for rm > 0 and 0 for
+// rm < 0, before it is merged with the running max. No P is then exactly 1 in
+// a block with a repeated maximum; a maximum repeated across blocks, or a
+// maximum of 0, is left alone (the rule sees one block at a time). Each model
+// applies it on its own arithmetic: flash_forward.hpp on the kernel's raw fp32
+// scores (RN(beta * rm), and "within" measured as the softmax sees them,
+// RN(RN(rm - S) * scale) <= epsilon, scale in natural-log units, as the
+// paper's code compares scaled scores); paper_reference.hpp on the paper's
+// code's bf16 scaled scores (A >= bf16(rm - epsilon), bf16(beta * rm)).
+struct stabilized_max {
+  float32 beta = from_host(2.0f);
+  float32 epsilon = from_host(1e-3f);
+};
+
+}  // namespace bitexact::attention

@@ -17,6 +17,7 @@
 
 #include <bitexact/attention/explain.hpp>
 #include <bitexact/attention/flash_forward.hpp>
+#include <bitexact/attention/paper_reference.hpp>
 #include <bitexact/hardware/mufu_tables.hpp>
 #include <bitexact/trace/render.hpp>
 
@@ -42,10 +43,11 @@ constexpr std::string_view attention_help =
     "\n"
     "Q, K, V: NumPy .npy files (numpy.save), shape [B, H, N, d] or [N, d] (one head). K and\n"
     "V have one shape; Q's N may differ from K's, but not with --causal (PyTorch refuses\n"
-    "that too); d is 64 or 128. Elements are bf16 bit patterns as uint16 or int16\n"
-    "(x.view(torch.int16).cpu().numpy()), or float32 only if every value is exactly a bf16\n"
-    "value (its low 16 bits are zero, as x.float() of a bf16 tensor gives); any other\n"
-    "float32 is refused, naming the file and the first index that is not.\n"
+    "that too); d is 64 or 128 for the GPU kernel presets. Elements are bf16 bit patterns\n"
+    "as uint16 or int16 (x.view(torch.int16).cpu().numpy()), or float32 only if every\n"
+    "value is exactly a bf16 value (its low 16 bits are zero, as x.float() of a bf16\n"
+    "tensor gives); any other float32 is refused, naming the file and the first index\n"
+    "that is not.\n"
     "\n"
     "options:\n"
     "  --preset NAME       the kernel modelled:\n"
@@ -53,14 +55,22 @@ constexpr std::string_view attention_help =
     "                        kernels on sm_90 (H100, H200: 132 SMs)\n"
     "                        pytorch_sdpa_flash_sm90_stabilized: the same kernels with the\n"
     "                        paper's stabilized softmax (Algorithm 3) in each K/V block\n"
+    "                        paper_reference: the paper's own flash attention in PyTorch\n"
+    "                        (attention.py, 512 x 512 tiles; not a GPU kernel's bits)\n"
+    "                        paper_reference_stabilized: the same with its stabilized path\n"
+    "                        paper_reference_fp64: softmax attention in double, the value\n"
+    "                        errors are measured against; --out-o and --out-lse write\n"
+    "                        float64, and nothing is compared\n"
     "  --causal            the causal mask (is_causal=True)\n"
     "  --scale X           the softmax scale as PyTorch's scale= takes it: a decimal, read as\n"
-    "                      a double (a Python float) and rounded to float (default 1/sqrt(d))\n"
-    "  --splits N          N split-KV splits (1 to 128) instead of the preset's heuristic;\n"
-    "                      N > 1 takes the split kernel's tiles, 64 rows by 256 keys (d 64)\n"
-    "                      or by 128 keys (d 128); N = 1 the single kernel's\n"
-    "  --batch-heads B,H   the B and H of the original call when the files hold only some of\n"
-    "                      its heads: they decide the split count (default: the files' shape)\n"
+    "                      a double (a Python float), rounded to float for the GPU kernel\n"
+    "                      (default 1/sqrt(d); d ** -0.5 for the paper_reference presets)\n"
+    "  --splits N          (GPU kernel presets) N split-KV splits (1 to 128) instead of the\n"
+    "                      heuristic's; N > 1 takes the split kernel's tiles, 64 rows by 256\n"
+    "                      keys (d 64) or by 128 keys (d 128); N = 1 the single kernel's\n"
+    "  --batch-heads B,H   (GPU kernel presets) the B and H of the original call when the\n"
+    "                      files hold only some of its heads: they decide the split count\n"
+    "                      (default: the files' shape)\n"
     "  --beta B            stabilized presets: a block's repeated positive max m becomes\n"
     "                      RN(B * m) (a decimal, at least 1; default 2)\n"
     "  --eps E             stabilized presets: scores within E of the block's max, in scaled\n"
@@ -71,11 +81,11 @@ constexpr std::string_view attention_help =
     "                      float32 holding bf16 values exactly, shaped like Q\n"
     "  --expect-lse FILE   compare L with FILE bit for bit: float32, [B, H, N] ([N] for\n"
     "                      [N, d] inputs)\n"
-    "  --explain INDEX     show how one element of O was computed: b,h,row,col ([B, H, N, d]\n"
-    "                      files) or row,col ([N, d]); its row block by block (maxima,\n"
-    "                      rescale factors, P = 1 counts, row sums, the element after each\n"
-    "                      block) and every rounding of the element in order, the largest\n"
-    "                      and the last in full\n"
+    "  --explain INDEX     (GPU kernel presets) show how one element of O was computed,\n"
+    "                      INDEX b,h,row,col ([B, H, N, d] files) or row,col ([N, d]): its\n"
+    "                      row block by block (maxima, rescale factors, P = 1 counts, row\n"
+    "                      sums, the element after each block) and every rounding of the\n"
+    "                      element in order, the largest and the last in full\n"
     "Options take `--name VALUE` or `--name=VALUE`, each once.\n"
     "\n"
     "Prints the shapes, the preset, the split count and the tiles; with --expect-o or\n"
@@ -93,10 +103,13 @@ constexpr std::string_view attention_help =
     "docs/attention.md has a worked example, from PyTorch to this command.\n";
 
 // The presets, by name; the first is the default.
-enum class preset { flash, flash_stabilized };
-constexpr std::array<std::pair<std::string_view, preset>, 2> presets{{
+enum class preset { flash, flash_stabilized, paper, paper_stabilized, paper_fp64 };
+constexpr std::array<std::pair<std::string_view, preset>, 5> presets{{
     {"pytorch_sdpa_flash_sm90", preset::flash},
     {"pytorch_sdpa_flash_sm90_stabilized", preset::flash_stabilized},
+    {"paper_reference", preset::paper},
+    {"paper_reference_stabilized", preset::paper_stabilized},
+    {"paper_reference_fp64", preset::paper_fp64},
 }};
 
 std::string_view preset_name(preset which) {
@@ -105,7 +118,8 @@ std::string_view preset_name(preset which) {
   return {};
 }
 
-bool stabilized(preset which) { return which == preset::flash_stabilized; }
+bool stabilized(preset which) { return which == preset::flash_stabilized || which == preset::paper_stabilized; }
+bool models_the_gpu_kernel(preset which) { return which == preset::flash || which == preset::flash_stabilized; }
 
 // A file name in a message, with control characters escaped so that the message stays one line.
 std::string printable(std::string_view text) {
@@ -128,7 +142,7 @@ struct attention_options {
   std::string q_path, k_path, v_path;
   preset kernel_preset = preset::flash;
   bool causal = false;
-  std::optional<float32> scale;
+  std::optional<double> scale;  // as Python's float; the GPU kernel takes it rounded to float
   std::optional<float32> beta, epsilon;
   std::string explain;  // the index of --explain, checked against the shape once the files are read
   std::optional<int> splits;
@@ -160,15 +174,17 @@ std::pair<int, int> parse_batch_heads(std::string_view text) {
 
 // A decimal read as a double (a Python float) and rounded to float, as PyTorch
 // passes scale= to the kernel (and as a kernel would take beta and epsilon).
-float32 parse_decimal(std::string_view text, std::string_view option, double least, std::string_view expected) {
+double parse_decimal(std::string_view text, std::string_view option, double least, std::string_view expected) {
   const std::string copy(text);
   char* end = nullptr;
   const double parsed = std::strtod(copy.c_str(), &end);
   if (copy.empty() || *end != '\0' || !std::isfinite(parsed) || !std::isfinite(static_cast<float>(parsed)) ||
       parsed < least)
     fail("attention: " + std::string(option) + " expects " + std::string(expected) + ", not " + quoted_input(text));
-  return from_host(static_cast<float>(parsed));
+  return parsed;
 }
+
+float32 as_float(double x) { return from_host(static_cast<float>(x)); }
 
 attention_options parse_options(const arguments& args) {
   argument_reader reader(args, "attention");
@@ -189,9 +205,9 @@ attention_options parse_options(const arguments& args) {
     } else if (reader.take_value("--scale", value)) {
       options.scale = parse_decimal(value, "--scale", -HUGE_VAL, "a finite decimal such as 0.125");
     } else if (reader.take_value("--beta", value)) {
-      options.beta = parse_decimal(value, "--beta", 1.0, "a finite decimal of at least 1, such as 2");
+      options.beta = as_float(parse_decimal(value, "--beta", 1.0, "a finite decimal of at least 1, such as 2"));
     } else if (reader.take_value("--eps", value)) {
-      options.epsilon = parse_decimal(value, "--eps", 0.0, "a finite decimal of at least 0, such as 0.001");
+      options.epsilon = as_float(parse_decimal(value, "--eps", 0.0, "a finite decimal of at least 0, such as 0.001"));
     } else if (reader.take_value("--explain", value)) {
       options.explain = value;
     } else if (reader.take_value("--splits", value)) {
@@ -220,7 +236,21 @@ attention_options parse_options(const arguments& args) {
   options.q_path = files[0], options.k_path = files[1], options.v_path = files[2];
   if ((options.beta || options.epsilon) && !stabilized(options.kernel_preset))
     fail(std::string("attention: ") + (options.beta ? "--beta" : "--eps") +
-         " sets the stabilized softmax; it needs --preset pytorch_sdpa_flash_sm90_stabilized");
+         " sets the stabilized softmax; it needs --preset pytorch_sdpa_flash_sm90_stabilized or "
+         "paper_reference_stabilized");
+  // Options that only the GPU kernel's presets have, refused rather than ignored.
+  const std::string_view preset_text = preset_name(options.kernel_preset);
+  if (!models_the_gpu_kernel(options.kernel_preset)) {
+    if (options.splits || options.batch_heads)
+      fail(std::string("attention: ") + (options.splits ? "--splits" : "--batch-heads") +
+           " sets the GPU kernel's split-KV path, which preset " + std::string(preset_text) + " does not have");
+    if (!options.explain.empty())
+      fail("attention: --explain traces the GPU kernel's arithmetic (the pytorch_sdpa_flash_sm90 presets), not " +
+           std::string(preset_text) + "'s");
+  }
+  if (options.kernel_preset == preset::paper_fp64 && (!options.expect_o.empty() || !options.expect_lse.empty()))
+    fail("attention: paper_reference_fp64 computes in double, a reference to measure errors against, not bits a GPU "
+         "writes; --expect-o and --expect-lse need another preset");
   return options;
 }
 
@@ -322,7 +352,8 @@ struct attention_problem {
   operand_tensor q, k, v;
   attention_shape head_shape;       // one head: batch = heads = 1
   attention_shape heuristic_shape;  // the call whose split count the preset chose
-  flash_kernel kernel;
+  flash_kernel kernel;         // the pytorch_sdpa_flash_sm90 presets
+  attention::paper_flash paper;  // the paper_reference presets
   bool four_d = true;
   std::optional<element_index> explain;
   std::size_t head_count() const { return q.batch * q.heads; }
@@ -342,7 +373,7 @@ void set_split_count(flash_kernel& kernel, int head_dim, int splits) {
 
 attention_problem read_problem(const attention_options& options) {
   attention_problem p{options, read_operand(options.q_path, "Q"), read_operand(options.k_path, "K"),
-                      read_operand(options.v_path, "V"), {}, {}, {}, true, {}};
+                      read_operand(options.v_path, "V"), {}, {}, {}, {}, true, {}};
   if (p.v.file_shape != p.k.file_shape)
     fail(printable(options.v_path) + ": V has shape " + shape_text(p.v.file_shape) + "; expected K's shape " +
          shape_text(p.k.file_shape));
@@ -376,24 +407,62 @@ attention_problem read_problem(const attention_options& options) {
   if (call_heads * ((static_cast<long long>(p.q.rows) + 63) / 64) > INT32_MAX)
     fail(fmt::format("attention: {} heads of {} rows are more blocks of rows than the split heuristic counts (2^31)",
                      call_heads, p.q.rows));
+  attention::stabilized_max rule;
+  if (options.beta) rule.beta = *options.beta;
+  if (options.epsilon) rule.epsilon = *options.epsilon;
+  if (!models_the_gpu_kernel(options.kernel_preset)) {
+    p.paper = attention::paper_reference(p.head_shape, options.scale);
+    if (stabilized(options.kernel_preset)) p.paper.stabilize = rule;
+    return p;
+  }
   try {
-    p.kernel = attention::pytorch_sdpa_flash_sm90(p.heuristic_shape, options.scale);
+    p.kernel = attention::pytorch_sdpa_flash_sm90(
+        p.heuristic_shape, options.scale ? std::optional<float32>(as_float(*options.scale)) : std::nullopt);
   } catch (const std::invalid_argument& error) {
     fail(printable(options.q_path) + ": " + error.what());
   }
-  if (stabilized(options.kernel_preset)) {
-    attention::stabilized_max rule;
-    if (options.beta) rule.beta = *options.beta;
-    if (options.epsilon) rule.epsilon = *options.epsilon;
-    p.kernel.stabilize = rule;
-  }
+  if (stabilized(options.kernel_preset)) p.kernel.stabilize = rule;
   if (options.splits) set_split_count(p.kernel, p.head_shape.head_dim, *options.splits);
   if (!options.explain.empty()) p.explain = parse_element_index(options.explain, p.q, p.four_d);
   return p;
 }
 
 // Every head of the files.
-attention::attention_output compute(const attention_problem& p) {
+// What a preset computed: bit patterns (O bf16, L float32), or doubles for paper_reference_fp64.
+struct attention_result {
+  attention::attention_output bits;
+  std::vector<double> o, lse;
+};
+
+// The paper_reference presets, head after head.
+attention_result compute_paper(const attention_problem& p) {
+  const std::size_t heads = p.head_count(), rows = p.q.rows, keys = p.k.rows, d = p.q.head_dim;
+  attention_result result;
+  const bool fp64 = p.options.kernel_preset == preset::paper_fp64;
+  if (fp64) result.o.resize(heads * rows * d), result.lse.resize(heads * rows);
+  else result.bits.o.resize(heads * rows * d), result.bits.lse.resize(heads * rows);
+  try {
+    for (std::size_t h = 0; h < heads; ++h) {
+      const auto q = std::span<const bfloat16>(p.q.values).subspan(h * rows * d, rows * d);
+      const auto k = std::span<const bfloat16>(p.k.values).subspan(h * keys * d, keys * d);
+      const auto v = std::span<const bfloat16>(p.v.values).subspan(h * keys * d, keys * d);
+      if (fp64)
+        attention::paper_reference_fp64_head(p.head_shape, p.paper.scale, q, k, v,
+                                             std::span<double>(result.o).subspan(h * rows * d, rows * d),
+                                             std::span<double>(result.lse).subspan(h * rows, rows));
+      else
+        attention::paper_forward_head(p.paper, p.head_shape, q, k, v,
+                                      std::span<bfloat16>(result.bits.o).subspan(h * rows * d, rows * d),
+                                      std::span<float32>(result.bits.lse).subspan(h * rows, rows));
+    }
+  } catch (const std::exception& e) {
+    fail("attention: " + printable(e.what()));
+  }
+  return result;
+}
+
+attention_result compute(const attention_problem& p) {
+  if (!models_the_gpu_kernel(p.options.kernel_preset)) return compute_paper(p);
   try {
     ptx::mufu_tables::shared();  // loaded once, here, so that a missing table is one error, not one per thread
   } catch (const mufu_data_error& error) {
@@ -405,7 +474,7 @@ attention::attention_output compute(const attention_problem& p) {
   files_shape.batch = static_cast<int>(p.q.batch);
   files_shape.heads = static_cast<int>(p.q.heads);
   try {
-    return attention::flash_forward(p.kernel, files_shape, p.q.values, p.k.values, p.v.values);
+    return {attention::flash_forward(p.kernel, files_shape, p.q.values, p.k.values, p.v.values), {}, {}};
   } catch (const std::exception& e) {
     fail("attention: " + printable(e.what()));
   }
@@ -447,8 +516,14 @@ expectations read_expectations(const attention_problem& p) {
   return expected;
 }
 
-void write_outputs(const attention_problem& p, const attention::attention_output& result) {
+void write_outputs(const attention_problem& p, const attention_result& computed) {
+  const attention::attention_output& result = computed.bits;
   try {
+    if (p.options.kernel_preset == preset::paper_fp64) {
+      if (!p.options.out_o.empty()) npy::write(p.options.out_o, "<f8", p.q.file_shape, computed.o.data());
+      if (!p.options.out_lse.empty()) npy::write(p.options.out_lse, "<f8", lse_shape(p), computed.lse.data());
+      return;
+    }
     if (!p.options.out_o.empty()) {
       std::vector<std::uint16_t> bits(result.o.size());
       for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<std::uint16_t>(result.o[i].bits);
@@ -473,6 +548,23 @@ std::string kernel_text(const flash_kernel& kernel, int key_rows, const std::str
 
 void print_summary(const attention_problem& p) {
   const attention_shape& s = p.heuristic_shape;
+  if (!models_the_gpu_kernel(p.options.kernel_preset)) {
+    std::printf("attention: Q %s, K and V %s, %s, scale %s\n", shape_text(p.q.file_shape).c_str(),
+                shape_text(p.k.file_shape).c_str(), p.options.causal ? "causal" : "not causal",
+                fmt::format("{}{}", p.paper.scale, p.options.scale ? "" : ", the default d ** -0.5").c_str());
+    const int key_blocks = (s.key_rows + p.paper.block_n - 1) / p.paper.block_n;
+    if (p.options.kernel_preset == preset::paper_fp64)
+      std::printf("preset paper_reference_fp64: softmax attention in double, no tiles (O and L written as float64)\n");
+    else
+      std::printf("preset %s: the paper's flash attention in PyTorch (attention.py), tiles %d rows x %d keys, %d K/V "
+                  "block%s\n",
+                  std::string(preset_name(p.options.kernel_preset)).c_str(), p.paper.block_m, p.paper.block_n,
+                  key_blocks, key_blocks == 1 ? "" : "s");
+    if (p.paper.stabilize)
+      std::printf("stabilized softmax: beta %s, eps %s\n", fmt::format("{}", to_host(p.paper.stabilize->beta)).c_str(),
+                  fmt::format("{}", to_host(p.paper.stabilize->epsilon)).c_str());
+    return;
+  }
   std::printf("attention: Q %s, K and V %s, %s, scale %s\n", shape_text(p.q.file_shape).c_str(),
               shape_text(p.k.file_shape).c_str(), p.options.causal ? "causal" : "not causal",
               fmt::format("{} (0x{:08X}){}", to_host(p.kernel.scale), p.kernel.scale.bits,
@@ -680,7 +772,8 @@ std::pair<std::uint64_t, std::size_t> compare(const attention_problem& p, std::s
   const std::optional<std::size_t> col = row_length > 1 ? std::optional<std::size_t>(first % row_length) : std::nullopt;
   std::printf("first mismatch in %s at %s\n  expected %s\n  model    %s\n%s", std::string(name).c_str(),
               index_text(p, head, row, col).c_str(), value_text(expected[first]).c_str(),
-              value_text(model[first]).c_str(), describe_row(p, row).c_str());
+              value_text(model[first]).c_str(),
+              models_the_gpu_kernel(p.options.kernel_preset) ? describe_row(p, row).c_str() : "");
   return {mismatches, first};
 }
 
@@ -694,8 +787,9 @@ int attention_command(const arguments& args) {
   const attention_options options = parse_options(args);
   const attention_problem problem = read_problem(options);
   const expectations expected = read_expectations(problem);
-  const attention::attention_output result = compute(problem);
-  write_outputs(problem, result);
+  const attention_result computed = compute(problem);
+  const attention::attention_output& result = computed.bits;
+  write_outputs(problem, computed);
   print_summary(problem);
   std::uint64_t mismatches = 0;
   std::optional<element_index> first_o_mismatch;
@@ -711,7 +805,7 @@ int attention_command(const arguments& args) {
     const std::size_t flat = (at.head * problem.q.rows + at.row) * problem.q.head_dim + at.col;
     print_explanation(problem, at, expected.o ? std::optional<bfloat16>((*expected.o)[flat]) : std::nullopt);
   }
-  if (first_o_mismatch) {
+  if (first_o_mismatch && models_the_gpu_kernel(problem.options.kernel_preset)) {
     const element_index& at = *first_o_mismatch;
     const std::size_t flat = (at.head * problem.q.rows + at.row) * problem.q.head_dim + at.col;
     if (!problem.explain || problem.explain->head != at.head || problem.explain->row != at.row ||

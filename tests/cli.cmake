@@ -332,7 +332,7 @@ set(attention_small ${CMAKE_CURRENT_LIST_DIR}/cli)
 set(n17 ${attention_data}/split_d64_n17_causal_normal_h1)
 set(n1000 ${attention_data}/split_d64_n1000_full_special_h0)
 bitexact_cli_test(attention_help ARGS attention --help CONTAINS "usage: bitexact attention Q.npy K.npy V.npy"
-  "float32 only if every value is exactly a bf16" "--batch-heads B,H" "mufu_ex2.bxt" "pytorch_sdpa_flash_sm90")
+  "or float32 only if every" "--batch-heads B,H" "mufu_ex2.bxt" "pytorch_sdpa_flash_sm90")
 bitexact_cli_test(attention_help_command ARGS help attention CONTAINS "usage: bitexact attention")
 # One head of a B 1, H 2 call: the single-split kernel, O and L bit for bit.
 bitexact_cli_test(attention_agrees_single_kernel ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy --causal
@@ -412,6 +412,23 @@ bitexact_cli_test(attention_error_explain_outside RC 2 ARGS attention ${n17}/q.n
 bitexact_cli_test(attention_error_explain_form RC 2 ARGS attention ${attention_small}/attention_b1h2_q.npy
   ${attention_small}/attention_b1h2_k.npy ${attention_small}/attention_b1h2_v.npy --explain 5,7
   ONE_LINE_ERROR ERROR_CONTAINS "--explain expects b,h,row,col within Q's shape [1, 2, 17, 64], not '5,7'")
+# The paper's semantics: its PyTorch flash attention in bf16, and the same in double.
+bitexact_cli_test(attention_paper_reference_fp64 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy --causal
+  --preset paper_reference_fp64 --out-o ${BITEXACT_CLI_DATA}/attention_fp64_o.npy
+  CONTAINS "scale 0.125, the default d ** -0.5"
+  "preset paper_reference_fp64: softmax attention in double, no tiles (O and L written as float64)")
+bitexact_cli_test(attention_paper_reference_stabilized ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy --causal
+  --preset paper_reference_stabilized --eps 0.01 CONTAINS
+  "preset paper_reference_stabilized: the paper's flash attention in PyTorch (attention.py), tiles 512 rows x 512 keys, 1 K/V block"
+  "stabilized softmax: beta 2, eps 0.01")
+bitexact_cli_test(attention_error_paper_splits RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
+  --preset paper_reference --splits 2 ONE_LINE_ERROR
+  ERROR_CONTAINS "--splits sets the GPU kernel's split-KV path, which preset paper_reference does not have")
+bitexact_cli_test(attention_error_paper_explain RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
+  --preset paper_reference --explain 1,1 ONE_LINE_ERROR ERROR_CONTAINS "--explain traces the GPU kernel's arithmetic")
+bitexact_cli_test(attention_error_fp64_expect RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
+  --preset paper_reference_fp64 --expect-o ${n17}/o.npy ONE_LINE_ERROR
+  ERROR_CONTAINS "paper_reference_fp64 computes in double" "--expect-o and --expect-lse need another preset")
 # --splits 1 where PyTorch split in 4: the single kernel's tiles, and L differs.
 bitexact_cli_test(attention_splits_override RC 1 ARGS attention ${attention_data}/split_d128_n1000_causal_ties_negative_h1/q.npy
   ${attention_data}/split_d128_n1000_causal_ties_negative_h1/k.npy

@@ -85,7 +85,6 @@ paper_flash without_autocast(paper_flash flash) {
 // code rather than from paper_reference.hpp: each bf16 tensor operation a
 // float operation, then bf16_from_float; exp and log in double, rounded once
 // (to float under autocast, where they return float tensors, to bf16 without).
-// Each float result is a named variable, so that no product and sum could fuse.
 struct host_flash {
   std::vector<float> o, lse;
   int raised_maxima = 0, zeroed_maxima = 0;  // blocks where the stabilized rule changed the max
@@ -94,7 +93,7 @@ struct host_flash {
 host_flash host_paper_flash(const attention_shape& shape, int block_n, double scale, bool stabilized, bool autocast,
                             const std::vector<bfloat16>& q, const std::vector<bfloat16>& k,
                             const std::vector<bfloat16>& v) {
-  // torch.exp and torch.log: a float tensor under autocast, bf16 without.
+  // torch.exp: a float tensor under autocast, bf16 without (torch.log too, at the end).
   const auto torch_exp = [autocast](float x) {
     const double e = std::exp(static_cast<double>(x));
     return autocast ? static_cast<float>(e) : bf16_from_double(e);

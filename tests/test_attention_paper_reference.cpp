@@ -75,17 +75,29 @@ lp_head run_lp(const paper_flash& flash, const attention_shape& shape, const std
   return out;
 }
 
+// The preset as the code runs eagerly on bf16 tensors, every result stored as bf16.
+paper_flash without_autocast(paper_flash flash) {
+  flash.autocast = false;
+  return flash;
+}
+
 // The paper's forward pass restated in host float, written from the paper's
 // code rather than from paper_reference.hpp: each bf16 tensor operation a
-// float operation, then bf16_from_float; exp and log in double, rounded once.
+// float operation, then bf16_from_float; exp and log in double, rounded once
+// (to float under autocast, where they return float tensors, to bf16 without).
 struct host_flash {
   std::vector<float> o, lse;
   int raised_maxima = 0, zeroed_maxima = 0;  // blocks where the stabilized rule changed the max
 };
 
-host_flash host_paper_flash(const attention_shape& shape, int block_n, double scale, bool stabilized,
+host_flash host_paper_flash(const attention_shape& shape, int block_n, double scale, bool stabilized, bool autocast,
                             const std::vector<bfloat16>& q, const std::vector<bfloat16>& k,
                             const std::vector<bfloat16>& v) {
+  // torch.exp: a float tensor under autocast, bf16 without (torch.log too, at the end).
+  const auto torch_exp = [autocast](float x) {
+    const double e = std::exp(static_cast<double>(x));
+    return autocast ? static_cast<float>(e) : bf16_from_double(e);
+  };
   const int d = shape.head_dim, rows = shape.query_rows, keys = shape.key_rows;
   const float lowest = -std::bit_cast<float>(0x7F7F0000u);  // -bf16_max
   const float scale_float = static_cast<float>(scale);
@@ -128,31 +140,41 @@ host_flash host_paper_flash(const attention_shape& shape, int block_n, double sc
       const float m_new = std::max(block_max, m);
       float sum = 0;
       for (std::size_t j = 0; j < a.size(); ++j) {
-        p[j] = bf16_from_double(std::exp(static_cast<double>(bf16_from_float(a[j] - m_new))));
+        p[j] = torch_exp(bf16_from_float(a[j] - m_new));
         sum += p[j];
       }
-      const float block_sum = bf16_from_float(std::max(sum, 1e-10f));
-      const float alpha = bf16_from_double(std::exp(static_cast<double>(bf16_from_float(m - m_new))));
-      l = bf16_from_float(bf16_from_float(alpha * l) + block_sum);
+      const float clamped = std::max(sum, 1e-10f);
+      const float block_sum = autocast ? clamped : bf16_from_float(clamped);
+      const float alpha = torch_exp(bf16_from_float(m - m_new));
+      const float rescaled = alpha * l;
+      const float new_l = (autocast ? rescaled : bf16_from_float(rescaled)) + block_sum;
+      l = bf16_from_float(new_l);
       for (int c = 0; c < d; ++c) {
         float pv = 0;
-        for (int j = 0; j < count; ++j) pv += p[static_cast<std::size_t>(j)] * at(v, first + j, c);
+        for (int j = 0; j < count; ++j) {
+          const float product = bf16_from_float(p[static_cast<std::size_t>(j)]) * at(v, first + j, c);
+          pv += product;
+        }
         float& out_c = o[static_cast<std::size_t>(c)];
-        out_c = bf16_from_float(bf16_from_float(out_c * alpha) + bf16_from_float(pv));
+        const float rescaled_o = bf16_from_float(out_c * alpha);
+        out_c = bf16_from_float(rescaled_o + bf16_from_float(pv));
       }
       m = m_new;
     }
     for (int c = 0; c < d; ++c)
       out.o[static_cast<std::size_t>(row * d + c)] = bf16_from_float(o[static_cast<std::size_t>(c)] / l);
-    out.lse[static_cast<std::size_t>(row)] = bf16_from_float(bf16_from_double(std::log(static_cast<double>(l))) + m);
+    const double log_l = std::log(static_cast<double>(l));
+    out.lse[static_cast<std::size_t>(row)] =
+        autocast ? static_cast<float>(log_l) + m : bf16_from_float(bf16_from_double(log_l) + m);
   }
   return out;
 }
 
-// One row's P, block by block, and the running max after each block.
+// One row's P, block by block, and the running max and sum after each block.
 struct row_blocks {
   std::vector<std::vector<bfloat16>> p;
-  std::vector<bfloat16> running_max;
+  std::vector<std::vector<float32>> p_fp32;
+  std::vector<bfloat16> running_max, running_sum;
   std::vector<int> ties;
 };
 
@@ -164,7 +186,9 @@ row_blocks trace_row(const paper_flash& flash, const attention_shape& shape, int
   row_blocks result;
   while (state.run_next_block()) {
     result.p.emplace_back(state.p().begin(), state.p().end());
+    result.p_fp32.emplace_back(state.p_fp32().begin(), state.p_fp32().end());
     result.running_max.push_back(state.running_max());
+    result.running_sum.push_back(state.running_sum());
     result.ties.push_back(state.ties());
   }
   return result;
@@ -187,18 +211,22 @@ TEST_SUITE("attention") {
   // O = (167/128, bf16(-2 + 1.8125) = -0.1875) and O / l = (208/256,
   // bf16(-0.1875 / 1.609375 = -0.116505) = -239/2048 = 0xBDEF): the rounding of
   // P V per block shows in the result. Row 0's masked block adds
-  // bf16(1e-10) to l, which l = 1 absorbs.
+  // bf16(1e-10) to l, which l = 1 absorbs. All of this without autocast.
+  // Under autocast (the preset) P = fp32(exp(-0.5)) enters the sum unrounded:
+  // l = bf16(1.6065307) = 206/128 again, and P V reads bf16(P) = 155/256 as
+  // before, so O keeps its bits in both tilings; L = fp32(fp32(log(206/128)) + 1)
+  // = fp32(15966739 * 2^-25 + 1) = 12380293 * 2^-23 (the 0.75 rounds up) = 0x3FBCE885.
   TEST_CASE("paper_reference: a causal two-token head by hand, its roundings visible, in one block and in blocks of one key") {
     const attention_shape shape{1, 1, 2, 2, 2, true};
     const auto q = bf16_values({0.25f, 2, 1, 1}), k = bf16_values({1, 0, 0.5f, 0}), v = bf16_values({1, -2, 0.5f, 3});
-    const lp_head preset = run_lp(paper_reference(shape, 1.0), shape, q, k, v);
+    const lp_head preset = run_lp(without_autocast(paper_reference(shape, 1.0)), shape, q, k, v);
     const auto expected_o = bf16_values({1, -2, 0.8125f, -234.0f / 2048});
     CHECK(preset.o == expected_o);
     CHECK(preset.o[3].bits == 0xBDEAu);
     CHECK(preset.lse[0].bits == 0x3E800000u);  // 0.25
     CHECK(preset.lse[1].bits == 0x3FBD0000u);  // 1.4765625
 
-    paper_flash one_key = paper_reference(shape, 1.0);
+    paper_flash one_key = without_autocast(paper_reference(shape, 1.0));
     one_key.block_n = 1;
     const lp_head blocked = run_lp(one_key, shape, q, k, v);
     CHECK(blocked.o == bf16_values({1, -2, 0.8125f, -239.0f / 2048}));
@@ -206,11 +234,60 @@ TEST_SUITE("attention") {
     CHECK(blocked.lse == preset.lse);
 
     // block_m changes no bit: every row's arithmetic is its own.
-    paper_flash one_row = paper_reference(shape, 1.0);
+    paper_flash one_row = without_autocast(paper_reference(shape, 1.0));
     one_row.block_m = 1;
     const lp_head by_rows = run_lp(one_row, shape, q, k, v);
     CHECK(by_rows.o == preset.o);
     CHECK(by_rows.lse == preset.lse);
+
+    REQUIRE(paper_reference(shape, 1.0).autocast);
+    const lp_head autocast = run_lp(paper_reference(shape, 1.0), shape, q, k, v);
+    CHECK(autocast.o == preset.o);
+    CHECK(autocast.lse[0].bits == 0x3E800000u);  // fp32(log 1 + 0.25)
+    CHECK(autocast.lse[1].bits == 0x3FBCE885u);
+    paper_flash autocast_one_key = paper_reference(shape, 1.0);
+    autocast_one_key.block_n = 1;
+    const lp_head autocast_blocked = run_lp(autocast_one_key, shape, q, k, v);
+    CHECK(autocast_blocked.o == blocked.o);
+    CHECK(autocast_blocked.lse == autocast.lse);
+  }
+
+  // Scale 1, q = (1, 0), keys (0, 0) and (-0.625, 0): A = (0, -0.625), m = 0,
+  // and with V = [(1, 0), (0, 1)] P V = P. The second P is exp(-0.625) =
+  // 0.5352614, which the sum adds as it is under autocast and as bf16 without.
+  // Without autocast: P = bf16 137/256 (0x3F09); l = bf16(1 + 137/256 = 196.5/128),
+  // a tie, to even, 196/128 (0x3FC4); O = (bf16(128/196 = 167.18/256) = 167/256
+  // (0x3F27), bf16(137/256 / 1.53125 = 178.94/512) = 179/512 (0x3EB3)); L =
+  // bf16(log(196/128) = 218.16/512) = 218/512 (0x3EDA).
+  // Under autocast: P = fp32(exp(-0.625)) = 8980197 * 2^-24 (0x3F0906E5), P V
+  // still reads bf16(P) = 137/256; the fp32 sum 1 + P = 12878706.5 * 2^-23 is a
+  // tie, to even: 1.5352614 (0x3FC48372), not a bf16 tie: l = bf16(196.51/128)
+  // = 197/128 (0x3FC5); O = (bf16(166.34/256) = 166/256 (0x3F26),
+  // bf16(178.03/512) = 178/512 (0x3EB2)); L = fp32(log(197/128)) + 0 =
+  // 14467781 * 2^-25 (0x3EDCC2C5).
+  TEST_CASE("paper_reference: under autocast the fp32 P enters the row sum unrounded, and l, O and L change by a bit") {
+    const attention_shape shape{1, 1, 1, 2, 2, false};
+    const auto q = bf16_values({1, 0}), k = bf16_values({0, 0, -0.625f, 0}), v = bf16_values({1, 0, 0, 1});
+    const paper_flash autocast = paper_reference(shape, 1.0), eager = without_autocast(autocast);
+    const row_blocks with = trace_row(autocast, shape, 0, q, k, v);
+    const row_blocks without = trace_row(eager, shape, 0, q, k, v);
+    REQUIRE(with.p.size() == 1);
+    REQUIRE(without.p.size() == 1);
+    CHECK(with.p_fp32[0][0].bits == 0x3F800000u);
+    CHECK(with.p_fp32[0][1].bits == 0x3F0906E5u);
+    CHECK(without.p_fp32[0][1].bits == 0x3F090000u);  // the bf16 P, widened
+    CHECK(with.p[0][1].bits == 0x3F09u);
+    CHECK(without.p[0][1].bits == 0x3F09u);
+    CHECK(with.running_sum[0].bits == 0x3FC5u);
+    CHECK(without.running_sum[0].bits == 0x3FC4u);
+
+    const lp_head lp_with = run_lp(autocast, shape, q, k, v), lp_without = run_lp(eager, shape, q, k, v);
+    CHECK(lp_with.o[0].bits == 0x3F26u);
+    CHECK(lp_with.o[1].bits == 0x3EB2u);
+    CHECK(lp_with.lse[0].bits == 0x3EDCC2C5u);
+    CHECK(lp_without.o[0].bits == 0x3F27u);
+    CHECK(lp_without.o[1].bits == 0x3EB3u);
+    CHECK(lp_without.lse[0].bits == 0x3EDA0000u);
   }
 
   // The caller's scale 0x3EAB5556 (0.33463544) times S = 3 is 1 + 2^-8 + 2^-24
@@ -218,19 +295,26 @@ TEST_SUITE("attention") {
   // which is the bf16 midpoint of 1 and 1 + 2^-7, a tie again, to 1. Rounded
   // once it would be 1 + 2^-7. With one key, L = bf16(log 1 + A) = A.
   // The default scale for d = 2: 2 ** -0.5 as a float is 0x3F3504F3
-  // (0.70710677), and A = bf16(0.70710677) = 181/256 = 0x3F35.
+  // (0.70710677), and A = bf16(0.70710677) = 181/256 = 0x3F35. Under autocast
+  // and without, as L = log(1) + A adds nothing to A.
   TEST_CASE("paper_reference: the scale product is rounded to float, then to bf16, as PyTorch's opmath does") {
     const attention_shape shape{1, 1, 1, 1, 2, false};
     const auto q = bf16_values({1, 1}), k = bf16_values({1, 2}), v = bf16_values({3, -1});
     const double scale = static_cast<double>(std::bit_cast<float>(0x3EAB5556u));
-    const lp_head twice = run_lp(paper_reference(shape, scale), shape, q, k, v);
-    CHECK(twice.lse[0].bits == 0x3F800000u);
-    CHECK(twice.o == v);
-
-    const auto unit = bf16_values({1, 0});
     CHECK(paper_reference(shape).scale == 0.7071067811865476);  // Python: 2 ** -0.5
-    const lp_head preset = run_lp(paper_reference(shape), shape, unit, unit, v);
-    CHECK(preset.lse[0].bits == 0x3F350000u);
+    const auto unit = bf16_values({1, 0});
+    for (const bool autocast : {true, false}) {
+        CAPTURE(autocast);
+        paper_flash flash = paper_reference(shape, scale);
+        flash.autocast = autocast;
+        const lp_head twice = run_lp(flash, shape, q, k, v);
+        CHECK(twice.lse[0].bits == 0x3F800000u);
+        CHECK(twice.o == v);
+
+        paper_flash preset = paper_reference(shape);
+        preset.autocast = autocast;
+        CHECK(run_lp(preset, shape, unit, unit, v).lse[0].bits == 0x3F350000u);
+    }
   }
 
   // Causal, 3 query rows and 2 keys, bottom-right aligned: row 0 sees no key,
@@ -240,11 +324,14 @@ TEST_SUITE("attention") {
   // for a masked score). Stabilized, the two masked scores tie at a negative
   // max, which becomes 0: P = exp(-bf16_max) = 0, the clamped block sum
   // bf16(1e-10) = 1.71875 * 2^-34, O = 0 and L = bf16(log(1.71875 * 2^-34) =
-  // -23.0254) = -23.
+  // -23.0254) = -23, without autocast. Under autocast the clamped block sum is
+  // fp32(1e-10), stored in l as the same bf16, and L = fp32(-23.0254068) =
+  // -12071945 * 2^-19 (0xC1B83409); the standard row's L is -bf16_max again
+  // (fp32's ulp there is 2^104).
   TEST_CASE("paper_reference: a row that sees no key averages V with -bf16_max as its max; stabilized, it gives O = 0 and L = -23") {
     const attention_shape shape{1, 1, 3, 2, 2, true};
     const auto q = bf16_values({1, 0, 1, 0, 1, 0}), k = bf16_values({1, 0, -1, 0}), v = bf16_values({1, 3, 2, -0.5f});
-    const lp_head standard = run_lp(paper_reference(shape), shape, q, k, v);
+    const lp_head standard = run_lp(without_autocast(paper_reference(shape)), shape, q, k, v);
     CHECK(standard.o[0] == as_bf16(1.5f));
     CHECK(standard.o[1] == as_bf16(1.25f));
     CHECK(standard.lse[0].bits == 0xFF7F0000u);
@@ -256,19 +343,28 @@ TEST_SUITE("attention") {
     CHECK(o_hp[2] == 1.0);  // row 1: key 0 alone
     CHECK(o_hp[3] == 3.0);
 
-    const lp_head stabilized = run_lp(paper_reference_stabilized(shape), shape, q, k, v);
+    const lp_head stabilized = run_lp(without_autocast(paper_reference_stabilized(shape)), shape, q, k, v);
     CHECK(stabilized.o[0].bits == 0x0000u);
     CHECK(stabilized.o[1].bits == 0x0000u);
     CHECK(stabilized.lse[0].bits == 0xC1B80000u);  // -23
     // Rows 1 and 2 each have a visible score above the masked one: no tie, no change.
     CHECK(std::equal(stabilized.o.begin() + 2, stabilized.o.end(), standard.o.begin() + 2));
+
+    const lp_head autocast = run_lp(paper_reference(shape), shape, q, k, v);
+    CHECK(std::equal(autocast.o.begin(), autocast.o.begin() + 2, standard.o.begin()));
+    CHECK(autocast.lse[0].bits == 0xFF7F0000u);
+    const lp_head autocast_stabilized = run_lp(paper_reference_stabilized(shape), shape, q, k, v);
+    CHECK(autocast_stabilized.o[0].bits == 0x0000u);
+    CHECK(autocast_stabilized.o[1].bits == 0x0000u);
+    CHECK(autocast_stabilized.lse[0].bits == 0xC1B83409u);
   }
 
   // d = 4, scale 0.5, q = (1, 0, 0, 0): A = bf16(x / 2) for keys (x, 0, 0, 0).
   // Keys x = (0.5, 2, -1, 2, 1): A = (0.25, 1, -0.5, 1, 0.5), the max 1 twice.
   // Standard: P = 1 at keys 1 and 3. Stabilized: bf16(1 - 1e-3) = 1, two scores
   // at or above it, m = bf16(2 * 1) = 2, and those P = bf16(exp(-1) = 0.36788)
-  // = 188/512 = 0x3EBC. A max alone in its block is left alone (P = 1 stays),
+  // = 188/512 = 0x3EBC, P V's operand (the row sum adds fp32(exp(-1)) =
+  // 0x3EBC5AB2 under autocast, the preset). A max alone in its block is left alone (P = 1 stays),
   // and tied negative maxima, x = (-2, -4, -2), become 0: P = exp(-1) again.
   TEST_CASE("paper_reference_stabilized: tied maxima in one block give no P = 1; the standard preset gives P = 1 at each") {
     const attention_shape shape{1, 1, 1, 5, 4, false};
@@ -293,6 +389,7 @@ TEST_SUITE("attention") {
     CHECK(stabilized.running_max[0].bits == 0x4000u);  // 2
     CHECK(stabilized.p[0][1].bits == 0x3EBCu);
     CHECK(stabilized.p[0][3].bits == 0x3EBCu);
+    CHECK(stabilized.p_fp32[0][1].bits == 0x3EBC5AB2u);  // under autocast, the preset: fp32(exp(-1))
     CHECK(std::none_of(stabilized.p[0].begin(), stabilized.p[0].end(), [](bfloat16 p) { return p.bits == 0x3F80u; }));
 
     const auto alone = keys({0.5f, 2, -1, 1.5f, 1});
@@ -316,13 +413,18 @@ TEST_SUITE("attention") {
   // rescales l and O: l = 155/256, O = bf16(V[0] * 155/256) = (155/256,
   // 155/128, 1.8125 (3 * 155/256 = 1.8164, a tie to even), 155/64), and O / l
   // rounds back to V[0] = (1, 2, 3, 4) (1.8125 / (155/256) = 2.9935 rounds to 3);
-  // L = bf16(bf16(log(155/256)) + 0) = bf16(-0.50177) = -0.5.
+  // L = bf16(bf16(log(155/256)) + 0) = bf16(-0.50177) = -0.5; all without
+  // autocast. Under autocast alpha = fp32(exp(-0.5)) = 0.60653067 and l =
+  // bf16(fp32(alpha + fp32(1e-10))) = 155/256 again; O = bf16(V[0] alpha) =
+  // (155/256, 155/128, 233/128 (3 alpha = 1.81959), 155/64), and O / l rounds
+  // back to V[0] (466/155 = 3.0065); L = fp32(log(155/256)) = -0.50175232 (0xBF0072D7).
   TEST_CASE("paper_reference_stabilized: a block of masked keys lifts a negative running max to 0, as the paper's code does") {
     const attention_shape shape{1, 1, 4, 4, 4, true};
     const auto q = bf16_values({1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0});
     const auto k = bf16_values({-1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0});
     const auto v = bf16_values({1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4});
-    paper_flash standard = paper_reference(shape), stabilized = paper_reference_stabilized(shape);
+    paper_flash standard = without_autocast(paper_reference(shape));
+    paper_flash stabilized = without_autocast(paper_reference_stabilized(shape));
     standard.block_n = stabilized.block_n = 2;
     const row_blocks plain = trace_row(standard, shape, 0, q, k, v);
     const row_blocks rule = trace_row(stabilized, shape, 0, q, k, v);
@@ -335,9 +437,18 @@ TEST_SUITE("attention") {
     const lp_head lifted = run_lp(stabilized, shape, q, k, v);
     CHECK(std::equal(lifted.o.begin(), lifted.o.begin() + 4, v.begin()));
     CHECK(lifted.lse[0] == from_host(-0.5f));
+
+    paper_flash autocast = paper_reference_stabilized(shape);
+    autocast.block_n = 2;
+    const row_blocks autocast_rule = trace_row(autocast, shape, 0, q, k, v);
+    CHECK(autocast_rule.running_max[1].bits == 0x0000u);
+    CHECK(autocast_rule.running_sum[1].bits == 0x3F1Bu);  // 155/256
+    const lp_head autocast_lifted = run_lp(autocast, shape, q, k, v);
+    CHECK(std::equal(autocast_lifted.o.begin(), autocast_lifted.o.begin() + 4, v.begin()));
+    CHECK(autocast_lifted.lse[0].bits == 0xBF0072D7u);
   }
 
-  TEST_CASE("paper_forward_head: every bit of O and L as a host-float implementation of the paper's code computes them") {
+  TEST_CASE("paper_forward_head: every bit of O and L as a host-float implementation of the paper's code computes them, under autocast and without") {
     struct head {
       int query_rows, key_rows, head_dim;
       bool causal;
@@ -352,7 +463,8 @@ TEST_SUITE("attention") {
     heads.push_back({17, 600, 5, true});  // bottom-right: row i sees keys up to i + 583
     heads.push_back({600, 17, 5, true});  // the first 583 rows see no key
     heads.push_back({40, 40, 5, true, 7});
-    std::mt19937 generator(20240611);  // fixed seed
+    for (const bool autocast : {true, false}) {
+    std::mt19937 generator(20240611);  // fixed seed, the same heads for both paths
     std::size_t o_compared = 0, lse_compared = 0, o_mismatches = 0, lse_mismatches = 0, runs = 0;
     std::size_t o_expected = 0;
     int raised = 0, zeroed = 0;
@@ -370,8 +482,9 @@ TEST_SUITE("attention") {
               coarse ? std::optional<double>(std::bit_cast<float>(0x3EAB5556u)) : std::nullopt;
           paper_flash flash = stabilized ? paper_reference_stabilized(shape, scale) : paper_reference(shape, scale);
           flash.block_n = h.block_n;
+          flash.autocast = autocast;
           const lp_head lp = run_lp(flash, shape, q, k, v);
-          const host_flash host = host_paper_flash(shape, h.block_n, flash.scale, stabilized, q, k, v);
+          const host_flash host = host_paper_flash(shape, h.block_n, flash.scale, stabilized, autocast, q, k, v);
           raised += host.raised_maxima;
           zeroed += host.zeroed_maxima;
           std::size_t o_here = 0, lse_here = 0;
@@ -382,7 +495,8 @@ TEST_SUITE("attention") {
           if (o_here + lse_here > 0) {
             const std::string head_name = std::to_string(h.query_rows) + " x " + std::to_string(h.key_rows) + ", d " +
                                           std::to_string(d) + (h.causal ? ", causal" : "") +
-                                          (coarse ? ", coarse" : ", normal") + (stabilized ? ", stabilized" : "");
+                                          (coarse ? ", coarse" : ", normal") + (stabilized ? ", stabilized" : "") +
+                                          (autocast ? ", autocast" : ", without autocast");
             MESSAGE(head_name << ": " << o_here << " O and " << lse_here << " L mismatches");
           }
           o_mismatches += o_here;
@@ -390,15 +504,17 @@ TEST_SUITE("attention") {
           o_expected += q.size();
           ++runs;
         }
-    MESSAGE(runs << " heads: " << o_compared << " O and " << lse_compared << " L elements compared, " << o_mismatches
-                 << " and " << lse_mismatches << " mismatches; the stabilized rule raised " << raised
-                 << " block maxima and set " << zeroed << " to 0");
+    MESSAGE(std::string(autocast ? "autocast, " : "without autocast, ")
+            << runs << " heads: " << o_compared << " O and " << lse_compared << " L elements compared, " << o_mismatches
+            << " and " << lse_mismatches << " mismatches; the stabilized rule raised " << raised
+            << " block maxima and set " << zeroed << " to 0");
     CHECK(runs == heads.size() * 4);
     CHECK(o_compared == o_expected);
     CHECK(o_mismatches == 0);
     CHECK(lse_mismatches == 0);
     CHECK(raised > 0);  // both branches of the rule ran
     CHECK(zeroed > 0);
+    }
   }
 
   // The error budget of the bf16 result, per element: each P carries the
@@ -407,12 +523,14 @@ TEST_SUITE("attention") {
   // each, l two. With |A| of a few units that is a few 2^-8 of the terms'
   // scale, which is |O| or, where V's terms cancel, the P-weighted mean of |V|
   // (the fp64 head run on |V|). Bound: 8 * 2^-8 of the larger; L within
-  // 4 * 2^-8 of (1 + |L|). The largest ratios seen are printed.
-  TEST_CASE("paper_forward_head: on random normal heads O and L lie within a few bf16 ulps of the fp64 result") {
+  // 4 * 2^-8 of (1 + |L|). Autocast removes the roundings of P, l_b and alpha
+  // before the row sum and of L; the same bounds hold for both paths. The
+  // largest ratios seen are printed for each.
+  TEST_CASE("paper_forward_head: on random normal heads O and L lie within a few bf16 ulps of the fp64 result, under autocast and without") {
     std::mt19937 generator(97);  // fixed seed
     const attention_shape shapes[] = {{1, 1, 600, 600, 64, false}, {1, 1, 600, 600, 64, true}};
     std::size_t compared = 0;
-    double worst_o = 0, worst_lse = 0;
+    double worst_o[2] = {0, 0}, worst_lse[2] = {0, 0};  // [autocast]
     for (const attention_shape& shape : shapes)
       for (const bool stabilized : {false, true}) {
         const std::size_t elements = static_cast<std::size_t>(shape.query_rows * shape.head_dim);
@@ -420,32 +538,37 @@ TEST_SUITE("attention") {
                    v = random_bf16(generator, elements, false);
         std::vector<bfloat16> v_magnitude(v.size());
         std::transform(v.begin(), v.end(), v_magnitude.begin(), [](bfloat16 x) { return x.abs(); });
-        const paper_flash flash = stabilized ? paper_reference_stabilized(shape) : paper_reference(shape);
-        const lp_head lp = run_lp(flash, shape, q, k, v);
         std::vector<double> o_hp(elements), lse_hp(static_cast<std::size_t>(shape.query_rows));
         std::vector<double> mean_magnitude(elements), unused(lse_hp.size());
         paper_reference_fp64_head(shape, {}, q, k, v, o_hp, lse_hp);
         paper_reference_fp64_head(shape, {}, q, k, v_magnitude, mean_magnitude, unused);
-        std::size_t o_outside = 0, lse_outside = 0;
-        for (std::size_t i = 0; i < elements; ++i, ++compared) {
-          const double unit = std::ldexp(std::max(std::fabs(o_hp[i]), mean_magnitude[i]), -8);
-          const double ratio = std::fabs(static_cast<double>(as_float(lp.o[i])) - o_hp[i]) / unit;
-          worst_o = std::max(worst_o, ratio);
-          o_outside += !(ratio <= 8);
+        for (const bool autocast : {false, true}) {
+          paper_flash flash = stabilized ? paper_reference_stabilized(shape) : paper_reference(shape);
+          flash.autocast = autocast;
+          const lp_head lp = run_lp(flash, shape, q, k, v);
+          std::size_t o_outside = 0, lse_outside = 0;
+          for (std::size_t i = 0; i < elements; ++i, ++compared) {
+            const double unit = std::ldexp(std::max(std::fabs(o_hp[i]), mean_magnitude[i]), -8);
+            const double ratio = std::fabs(static_cast<double>(as_float(lp.o[i])) - o_hp[i]) / unit;
+            worst_o[autocast] = std::max(worst_o[autocast], ratio);
+            o_outside += !(ratio <= 8);
+          }
+          for (std::size_t row = 0; row < lse_hp.size(); ++row) {
+            const double ratio = std::fabs(static_cast<double>(to_host(lp.lse[row])) - lse_hp[row]) /
+                                 std::ldexp(1 + std::fabs(lse_hp[row]), -8);
+            worst_lse[autocast] = std::max(worst_lse[autocast], ratio);
+            lse_outside += !(ratio <= 4);
+          }
+          CHECK(o_outside == 0);
+          CHECK(lse_outside == 0);
         }
-        for (std::size_t row = 0; row < lse_hp.size(); ++row) {
-          const double ratio = std::fabs(static_cast<double>(to_host(lp.lse[row])) - lse_hp[row]) /
-                               std::ldexp(1 + std::fabs(lse_hp[row]), -8);
-          worst_lse = std::max(worst_lse, ratio);
-          lse_outside += !(ratio <= 4);
-        }
-        CHECK(o_outside == 0);
-        CHECK(lse_outside == 0);
       }
-    CHECK(compared == 4 * 600 * 64);
-    MESSAGE(compared << " O elements: the largest |O_lp - O_hp| is " << worst_o
-                     << " * 2^-8 of max(|O_hp|, weighted mean |V|); the largest |L_lp - L_hp| " << worst_lse
-                     << " * 2^-8 of (1 + |L_hp|)");
+    CHECK(compared == 8 * 600 * 64);
+    for (const bool autocast : {false, true})
+      MESSAGE(std::string(autocast ? "autocast: " : "without autocast: ")
+              << compared / 2 << " O elements: the largest |O_lp - O_hp| is " << worst_o[autocast]
+              << " * 2^-8 of max(|O_hp|, weighted mean |V|); the largest |L_lp - L_hp| " << worst_lse[autocast]
+              << " * 2^-8 of (1 + |L_hp|)");
   }
 
   // exp(score) without the max subtracted (scores of normal inputs stay far

@@ -1,24 +1,31 @@
 // The attention of Qiu & Yao's analysis ("Why Low-Precision Transformer
 // Training Fails", section 3.3.2): the pure-PyTorch flash attention
-// (FlashAttention-2, Algorithm 1) their experiments ran on bf16 tensors
-// (attention.py of github.com/ucker/why-low-precision-training-fails, called
-// with 512 x 512 tiles), and the same attention in double that its result is
-// measured against. Neither models a GPU kernel: each PyTorch operation on
-// bf16 tensors is taken to compute in fp32, its opmath type, round there, and
-// round again to bf16 when it stores the result; where PyTorch's order or
+// (FlashAttention-2, Algorithm 1) their experiments ran (attention.py of
+// github.com/ucker/why-low-precision-training-fails, called with 512 x 512
+// tiles, on the bf16 Linear outputs of a model that train.py runs under
+// torch.autocast(dtype=torch.bfloat16)), and the same attention in double that
+// its result is measured against. Neither models a GPU kernel: each PyTorch
+// operation is taken to compute in fp32, its opmath type, round there, and
+// round again to bf16 when it stores a bf16 result; where PyTorch's order or
 // library is undocumented, the choice made here is said where it is made.
 //
-// Per query row, over K/V blocks of block_n keys from the first to the last:
+// Per query row, over K/V blocks of block_n keys from the first to the last,
+// under autocast (the default; o, the row sums and the row maxes are bf16 buffers):
 //   S     = bf16(q . k)        products exact in fp32, summed left to right from +0
 //   A     = bf16(fp32(S * scale))                  masked scores are -bf16_max
 //   rm    = rowmax(A)           stabilized: beta rm or 0, as stabilized_max says
 //   m     = max(rm, m_old)                         m starts at -bf16_max, not -inf
-//   P     = bf16(exp(bf16(A - m)))                 exp in double, rounded once
-//   l_b   = max(bf16(sum of P), 1e-10)             the sum as S's
-//   PV    = bf16(P . V[:, c])                      as S
-//   alpha = bf16(exp(bf16(m_old - m)))
-//   l     = bf16(bf16(alpha l) + l_b),  O = bf16(bf16(O alpha) + PV)
-// then O = bf16(fp32(O / l)), L = bf16(bf16(log l) + m) in the scaled scores' units.
+//   P     = fp32(exp(bf16(A - m)))                 exp runs in fp32 under autocast
+//   l_b   = max(fp32(sum of P), fp32(1e-10))       sum runs in fp32: no bf16 rounding
+//   PV    = bf16(bf16(P) . V[:, c])                the einsum casts P to bf16, then as S
+//   alpha = fp32(exp(bf16(m_old - m)))
+//   l     = bf16(fp32(alpha l) + l_b),  O = bf16(bf16(O alpha) + PV)
+// then O = bf16(fp32(O / l)), L = fp32(fp32(log l) + m) in the scaled scores' units.
+// Without autocast (autocast = false) every tensor is bf16: P, l_b and alpha
+// are rounded to bf16, l = bf16(bf16(alpha l) + l_b) and L = bf16(bf16(log l) + m).
+// torch.compile, which train.py also applies, may fuse the elementwise steps
+// and skip the bf16 stores between them; that is not modelled: every step
+// stores its result.
 #pragma once
 
 #include <algorithm>
@@ -44,6 +51,10 @@ struct paper_flash {
   int block_n = 512;  // k_bucket_size: keys of one K/V block; the last block holds the keys left over
   double scale = 0;   // the Python float the scores are multiplied by
   std::optional<stabilized_max> stabilize;  // their STABLE=1 path (Algorithm 3); off by default
+  // train.py's torch.autocast(dtype=torch.bfloat16): exp, log and sum run in
+  // fp32 and return fp32. false: the code run eagerly on bf16 tensors
+  // outside autocast, "without autocast", every result stored as bf16.
+  bool autocast = true;
 };
 
 namespace detail {
@@ -95,11 +106,17 @@ inline int paper_visible_keys(const attention_shape& shape, int row) {
 inline bfloat16 stored_bf16(rounded<fp32> x) { return convert<bf16>(x.result).result; }
 
 // torch.exp and torch.log on bf16 tensors. PyTorch computes them in float
-// (expf, logf) and rounds that float to bf16; we choose to compute them in
-// double and round once to bf16, so a result may rarely lie one bf16 ulp from
-// PyTorch's.
+// (expf, logf) and returns that float under autocast, or rounds it to bf16
+// without autocast; we choose to compute them in double and round once, to
+// fp32 or to bf16, so a result may rarely lie one ulp from PyTorch's.
 inline bfloat16 exp_bf16(bfloat16 x) { return from_double<bf16>(std::exp(to_double(x))).result; }
 inline bfloat16 log_bf16(bfloat16 x) { return from_double<bf16>(std::log(to_double(x))).result; }
+inline float32 exp_fp32(bfloat16 x) { return from_double<fp32>(std::exp(to_double(x))).result; }
+inline float32 log_fp32(bfloat16 x) { return from_double<fp32>(std::log(to_double(x))).result; }
+
+// A bf16 value held as float32, exactly: where a result is fp32 under
+// autocast and bf16 without, the arithmetic after it reads one type.
+inline float32 widen(bfloat16 x) { return convert<fp32>(x).result; }
 
 // torch.maximum and amax: a NaN wins; of two equal values the first (no result
 // here depends on the sign of a zero maximum: exp(+-0) is 1 and log(l) + -0 = log(l)).
@@ -174,23 +191,29 @@ class paper_row {
     max_ = nan_maximum(block_max_, previous_max);
     compute_p();
     compute_pv();
-    rescale_and_add(exp_bf16(stored_bf16(sub<fp32>(previous_max, max_))));
+    rescale_and_add(exp_of(stored_bf16(sub<fp32>(previous_max, max_))));
     return true;
   }
 
   // After the last block: O / l into o (head_dim values), and L.
   void finish(std::span<bfloat16> o, float32& lse) const {
     for (std::size_t c = 0; c < d_; ++c) o[c] = stored_bf16(div<fp32>(o_[c], sum_));
-    lse = convert<fp32>(stored_bf16(add<fp32>(log_bf16(sum_), max_))).result;  // a bf16 value, held as float32
+    // Under autocast log returns fp32 and adding the bf16 max promotes to fp32:
+    // L is an fp32 value. Without autocast it is a bf16 value, held as float32.
+    lse = flash_.autocast ? add<fp32>(log_fp32(sum_), max_).result
+                          : widen(stored_bf16(add<fp32>(log_bf16(sum_), max_)));
   }
 
   // The last block run: its first key, its scaled scores A (masked ones
   // -bf16_max), its max after stabilization, how many scores were close to
-  // that max (0 when the rule is off), its P and P V.
+  // that max (0 when the rule is off), its P as the row sum reads it (fp32:
+  // exp's result under autocast, the bf16 P exactly without), its P as P V
+  // reads it (bf16: the einsum's cast of the fp32 P under autocast), and P V.
   int first_key() const { return first_key_; }
   std::span<const bfloat16> scores() const { return scores_; }
   bfloat16 block_max() const { return block_max_; }
   int ties() const { return ties_; }
+  std::span<const float32> p_fp32() const { return p_fp32_; }
   std::span<const bfloat16> p() const { return p_; }
   std::span<const bfloat16> pv() const { return pv_; }
   // The running state after it.
@@ -232,26 +255,41 @@ class paper_row {
     return close;
   }
 
+  // torch.exp of a bf16 tensor: fp32 under autocast, bf16 without.
+  float32 exp_of(bfloat16 x) const { return flash_.autocast ? exp_fp32(x) : widen(exp_bf16(x)); }
+
   // P = exp(bf16(A - m)); masked keys give exp(-bf16_max - m) = 0 unless every
-  // key so far was masked (m = -bf16_max), as in the paper's code.
+  // key so far was masked (m = -bf16_max), as in the paper's code. The einsum
+  // P V reads bf16(P): under autocast it casts the fp32 P, round to nearest
+  // even; without autocast P is bf16 already.
   void compute_p() {
+    p_fp32_.resize(scores_.size());
     p_.resize(scores_.size());
-    for (std::size_t j = 0; j < scores_.size(); ++j) p_[j] = exp_bf16(stored_bf16(sub<fp32>(scores_[j], max_)));
+    for (std::size_t j = 0; j < scores_.size(); ++j) {
+      p_fp32_[j] = exp_of(stored_bf16(sub<fp32>(scores_[j], max_)));
+      p_[j] = convert<bf16>(p_fp32_[j]).result;
+    }
   }
 
-  // The block's row sum, clamped below at 1e-10 (the clamp compares in fp32
-  // and stores the float 1e-10 as bf16; a NaN sum stays NaN).
-  bfloat16 block_sum() const {
+  // The block's row sum, clamped below at 1e-10: P added in fp32, the clamp
+  // compared in fp32 (a NaN sum stays NaN). Under autocast sum returns fp32,
+  // and so does the clamp; without autocast the result is stored as bf16.
+  float32 block_sum() const {
     float32 sum = float32::zero();
-    for (const bfloat16 x : p_) sum = add<fp32>(sum, x).result;
+    for (const float32 x : p_fp32_) sum = add(sum, x).result;
     const float32 floor = from_double<fp32>(1e-10).result;
-    return convert<bf16>(std::is_lt(compare(sum, floor)) ? floor : sum).result;
+    const float32 clamped = std::is_lt(compare(sum, floor)) ? floor : sum;
+    return flash_.autocast ? clamped : widen(convert<bf16>(clamped).result);
   }
 
-  // l = bf16(bf16(alpha l) + l_b), and O.mul_(alpha).add_(PV): one bf16
-  // rounding after the product, one after the sum.
-  void rescale_and_add(bfloat16 alpha) {
-    sum_ = stored_bf16(add<fp32>(stored_bf16(mul<fp32>(alpha, sum_)), block_sum()));
+  // l = alpha l + l_b, stored as bf16 in the row sums: alpha l is fp32 under
+  // autocast (an fp32 tensor times a bf16 one promotes to fp32) and stored as
+  // bf16 without. O.mul_(alpha).add_(PV) works in place on the bf16 O: each
+  // step computes in fp32 and stores bf16, with either alpha.
+  void rescale_and_add(float32 alpha) {
+    const float32 rescaled_sum = mul<fp32>(alpha, sum_).result;
+    const float32 kept = flash_.autocast ? rescaled_sum : widen(convert<bf16>(rescaled_sum).result);
+    sum_ = stored_bf16(add<fp32>(kept, block_sum()));
     for (std::size_t c = 0; c < d_; ++c) o_[c] = stored_bf16(add<fp32>(stored_bf16(mul<fp32>(o_[c], alpha)), pv_[c]));
   }
 
@@ -278,6 +316,7 @@ class paper_row {
   bfloat16 block_max_{};
   int ties_ = 0;
   std::vector<bfloat16> scores_, p_, pv_;
+  std::vector<float32> p_fp32_;
   std::vector<float32> pv_sums_;  // P V's fp32 accumulators
 };
 
@@ -285,7 +324,8 @@ class paper_row {
 
 // One head: q [query_rows][head_dim], k and v [key_rows][head_dim] (bf16);
 // writes o [query_rows][head_dim] (bf16) and lse [query_rows], L in the
-// natural-log units of the scaled scores, a bf16 value held as float32.
+// natural-log units of the scaled scores: fp32 under autocast, without
+// autocast a bf16 value held as float32.
 // Throws std::invalid_argument for a head_dim below 1, a block size below 1 or
 // a span of another length.
 inline void paper_forward_head(const paper_flash& flash, const attention_shape& shape, std::span<const bfloat16> q,

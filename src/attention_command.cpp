@@ -56,7 +56,8 @@ constexpr std::string_view attention_help =
     "                        pytorch_sdpa_flash_sm90_stabilized: the same kernels with the\n"
     "                        paper's stabilized softmax (Algorithm 3) in each K/V block\n"
     "                        paper_reference: the paper's own flash attention in PyTorch\n"
-    "                        (attention.py, 512 x 512 tiles; not a GPU kernel's bits)\n"
+    "                        (attention.py, 512 x 512 tiles, under bf16 autocast as its\n"
+    "                        train.py runs it; not a GPU kernel's bits)\n"
     "                        paper_reference_stabilized: the same with its stabilized path\n"
     "                        paper_reference_fp64: softmax attention in double, the value\n"
     "                        errors are measured against; --out-o and --out-lse write\n"
@@ -71,6 +72,7 @@ constexpr std::string_view attention_help =
     "  --batch-heads B,H   (GPU kernel presets) the B and H of the original call when the\n"
     "                      files hold only some of its heads: they decide the split count\n"
     "                      (default: the files' shape)\n"
+    "  --no-autocast       paper_reference presets: every tensor bf16, outside autocast\n"
     "  --beta B            stabilized presets: a block's repeated positive max m becomes\n"
     "                      RN(B * m) (a decimal, at least 1; default 2)\n"
     "  --eps E             stabilized presets: scores within E of the block's max, in scaled\n"
@@ -142,6 +144,7 @@ struct attention_options {
   std::string q_path, k_path, v_path;
   preset kernel_preset = preset::flash;
   bool causal = false;
+  bool no_autocast = false;
   std::optional<double> scale;  // as Python's float; the GPU kernel takes it rounded to float
   std::optional<float32> beta, epsilon;
   std::string explain;  // the index of --explain, checked against the shape once the files are read
@@ -200,6 +203,8 @@ attention_options parse_options(const arguments& args) {
         fail("attention: unknown preset " + quoted_input(value) + "; the presets are: " + names);
       }
       options.kernel_preset = named->second;
+    } else if (reader.take_flag("--no-autocast")) {
+      options.no_autocast = true;
     } else if (reader.take_flag("--causal")) {
       options.causal = true;
     } else if (reader.take_value("--scale", value)) {
@@ -248,6 +253,8 @@ attention_options parse_options(const arguments& args) {
       fail("attention: --explain traces the GPU kernel's arithmetic (the pytorch_sdpa_flash_sm90 presets), not " +
            std::string(preset_text) + "'s");
   }
+  if (options.no_autocast && options.kernel_preset != preset::paper && options.kernel_preset != preset::paper_stabilized)
+    fail("attention: --no-autocast changes the paper_reference and paper_reference_stabilized presets only");
   if (options.kernel_preset == preset::paper_fp64 && (!options.expect_o.empty() || !options.expect_lse.empty()))
     fail("attention: paper_reference_fp64 computes in double, a reference to measure errors against, not bits a GPU "
          "writes; --expect-o and --expect-lse need another preset");
@@ -412,6 +419,7 @@ attention_problem read_problem(const attention_options& options) {
   if (options.epsilon) rule.epsilon = *options.epsilon;
   if (!models_the_gpu_kernel(options.kernel_preset)) {
     p.paper = attention::paper_reference(p.head_shape, options.scale);
+    p.paper.autocast = !options.no_autocast;
     if (stabilized(options.kernel_preset)) p.paper.stabilize = rule;
     return p;
   }
@@ -556,10 +564,11 @@ void print_summary(const attention_problem& p) {
     if (p.options.kernel_preset == preset::paper_fp64)
       std::printf("preset paper_reference_fp64: softmax attention in double, no tiles (O and L written as float64)\n");
     else
-      std::printf("preset %s: the paper's flash attention in PyTorch (attention.py), tiles %d rows x %d keys, %d K/V "
-                  "block%s\n",
-                  std::string(preset_name(p.options.kernel_preset)).c_str(), p.paper.block_m, p.paper.block_n,
-                  key_blocks, key_blocks == 1 ? "" : "s");
+      std::printf("preset %s: the paper's flash attention in PyTorch (attention.py, %s), tiles %d rows x %d keys, "
+                  "%d K/V block%s\n",
+                  std::string(preset_name(p.options.kernel_preset)).c_str(),
+                  p.paper.autocast ? "under bf16 autocast" : "bf16 tensors, no autocast", p.paper.block_m,
+                  p.paper.block_n, key_blocks, key_blocks == 1 ? "" : "s");
     if (p.paper.stabilize)
       std::printf("stabilized softmax: beta %s, eps %s\n", fmt::format("{}", to_host(p.paper.stabilize->beta)).c_str(),
                   fmt::format("{}", to_host(p.paper.stabilize->epsilon)).c_str());

@@ -36,7 +36,7 @@ const head_inputs& inputs() {
 
 void bm_emulator(benchmark::State& state, bool single_split) {
   const attention_shape shape{1, 1, rows, rows, head_dim, false};
-  flash_kernel kernel = pytorch_sdpa_flash_sm90(shape);  // B*H = 1: the split-KV path, 2 splits
+  flash_kernel kernel = pytorch_sdpa_flash_sm90(shape);  // B*H = 1: the split-KV path, 4 splits
   if (single_split) kernel = pytorch_sdpa_flash_sm90(attention_shape{1, 4, rows, rows, head_dim, false});
   std::vector<bfloat16> o(static_cast<std::size_t>(rows) * head_dim);
   std::vector<float32> lse(rows);

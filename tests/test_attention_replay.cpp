@@ -41,10 +41,10 @@ std::uint64_t file_checksum(const std::string& path) {
   return fnv1a64(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
 }
 
-// The cases of MANIFEST, after checking every file's checksum.
-std::vector<captured_case> read_manifest() {
-  std::ifstream in(data_dir + "/MANIFEST");
-  REQUIRE_MESSAGE(in, "cannot open " << data_dir << "/MANIFEST");
+// The cases of a folder's MANIFEST, after checking every file's checksum.
+std::vector<captured_case> read_manifest(const std::string& dir = data_dir) {
+  std::ifstream in(dir + "/MANIFEST");
+  REQUIRE_MESSAGE(in, "cannot open " << dir << "/MANIFEST");
   std::vector<captured_case> cases;
   int files = 0;
   for (std::string line; std::getline(in, line);) {
@@ -64,7 +64,7 @@ std::vector<captured_case> read_manifest() {
     } else if (kind == "file") {
       std::string checksum, path;
       fields >> checksum >> path;
-      CHECK_MESSAGE(hex(file_checksum(data_dir + "/" + path)) == checksum, path << ": checksum differs from MANIFEST");
+      CHECK_MESSAGE(hex(file_checksum(dir + "/" + path)) == checksum, path << ": checksum differs from MANIFEST");
       ++files;
     }
   }
@@ -120,6 +120,40 @@ TEST_SUITE("attention") {
     CHECK(o_compared == 17 * 64 + 128 * 128 + 17 * 128 + 2 * 1000 * 64 + 1000 * 128);
     CHECK(split_path_elements > 0);
     CHECK(mismatches == 0);
+  }
+
+  TEST_CASE("our kernel's stabilized variant on the H100 agrees with pytorch_sdpa_flash_sm90_stabilized") {
+    // cuda/attention/flash_forward.cu, captured by cuda/attention/check_flash_forward.py (tests/data/README.md).
+    const std::string dir = std::string(BITEXACT_TEST_DATA_DIR) + "/attention_kernel";
+    const std::vector<captured_case> cases = read_manifest(dir);
+    REQUIRE(cases.size() == 1);
+    std::uint64_t compared = 0, mismatches = 0, differ_from_standard = 0;
+    for (const captured_case& c : cases) {
+      const std::size_t rows = static_cast<std::size_t>(c.shape.query_rows), keys = static_cast<std::size_t>(c.shape.key_rows);
+      const std::size_t d = static_cast<std::size_t>(c.shape.head_dim);
+      const std::string head = dir + "/" + c.name + "/";
+      const auto q = read_bf16(head + "q.npy", rows * d), k = read_bf16(head + "k.npy", keys * d),
+                 v = read_bf16(head + "v.npy", keys * d), expected_o = read_bf16(head + "o.npy", rows * d);
+      const npy::array expected_lse = npy::read(head + "lse.npy");
+      REQUIRE(expected_lse.element_count() == rows);
+      attention_shape one_head = c.shape;
+      one_head.batch = one_head.heads = 1;
+      const flash_kernel stabilized = pytorch_sdpa_flash_sm90_stabilized(c.shape, c.scale);
+      REQUIRE(stabilized.splits == c.torch_splits);
+      const attention_output out = flash_forward(stabilized, one_head, q, k, v);
+      const attention_output standard = flash_forward(pytorch_sdpa_flash_sm90(c.shape, c.scale), one_head, q, k, v);
+      for (std::size_t i = 0; i < rows * d; ++i) {
+        mismatches += out.o[i] != expected_o[i];
+        differ_from_standard += standard.o[i] != expected_o[i];
+      }
+      for (std::size_t i = 0; i < rows; ++i) mismatches += out.lse[i].bits != expected_lse.word(i);
+      compared += rows * d + rows;
+    }
+    MESSAGE(compared << " O and L elements of our stabilized kernel, " << mismatches << " mismatches; "
+                     << differ_from_standard << " O elements differ from the standard preset");
+    CHECK(compared == 1000 * 128 + 1000);
+    CHECK(mismatches == 0);
+    CHECK(differ_from_standard > 0);  // the rule changed something: the capture is not the standard kernel's
   }
 
   TEST_CASE("flash_forward runs every head of a call; wrong sizes are refused before any read") {

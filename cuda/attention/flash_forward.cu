@@ -177,11 +177,13 @@ __global__ void __launch_bounds__(128) flash_forward_kernel(const uint16_t* __re
 // the kernel takes it (PyTorch: float(1/sqrt(d))). stabilize != 0 runs the
 // paper's Algorithm 3 with beta and eps (pytorch_sdpa_flash_sm90_stabilized).
 // Returns 0, 1 for arguments it does not take (head_dim other than 64 or 128,
-// a count below 1, a null pointer), 2 when the launch failed.
+// a count below 1, more than 65535 heads, a null pointer), 2 when the launch failed.
 extern "C" int bitexact_flash_forward(const void* q, const void* k, const void* v, void* o, float* lse, int heads,
                                       int query_rows, int key_rows, int head_dim, int causal, float scale,
                                       int stabilize, float beta, float eps, cudaStream_t stream) {
-  if (!q || !k || !v || !o || !lse || heads < 1 || query_rows < 1 || key_rows < 1 || (head_dim != 64 && head_dim != 128))
+  // heads go in the grid's y (at most 65535).
+  if (!q || !k || !v || !o || !lse || heads < 1 || heads > 65535 || query_rows < 1 || key_rows < 1 ||
+      (head_dim != 64 && head_dim != 128))
     return 1;
   // As PyTorch's set_params_fprop: float(double(scale) * log2(e)).
   const float scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.44269504088896340736);

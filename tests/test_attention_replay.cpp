@@ -42,7 +42,7 @@ std::uint64_t file_checksum(const std::string& path) {
 }
 
 // The cases of a folder's MANIFEST, after checking every file's checksum.
-std::vector<captured_case> read_manifest(const std::string& dir = data_dir) {
+std::vector<captured_case> read_manifest(const std::string& dir = data_dir, int files_per_case = 5) {
   std::ifstream in(dir + "/MANIFEST");
   REQUIRE_MESSAGE(in, "cannot open " << dir << "/MANIFEST");
   std::vector<captured_case> cases;
@@ -68,7 +68,7 @@ std::vector<captured_case> read_manifest(const std::string& dir = data_dir) {
       ++files;
     }
   }
-  CHECK(files == 5 * static_cast<int>(cases.size()));
+  CHECK(files == files_per_case * static_cast<int>(cases.size()));
   return cases;
 }
 
@@ -122,38 +122,49 @@ TEST_SUITE("attention") {
     CHECK(mismatches == 0);
   }
 
-  TEST_CASE("our kernel's stabilized variant on the H100 agrees with pytorch_sdpa_flash_sm90_stabilized") {
-    // cuda/attention/flash_forward.cu, captured by cuda/attention/check_flash_forward.py (tests/data/README.md).
+  TEST_CASE("our kernels on the H100 agree with pytorch_sdpa_flash_sm90 and its stabilized preset, O and L, bit for bit") {
+    // cuda/attention/flash_forward.cu, both variants on the same inputs, captured by
+    // cuda/attention/check_flash_forward.py (tests/data/README.md).
     const std::string dir = std::string(BITEXACT_TEST_DATA_DIR) + "/attention_kernel";
-    const std::vector<captured_case> cases = read_manifest(dir);
-    REQUIRE(cases.size() == 1);
+    const std::vector<captured_case> cases = read_manifest(dir, 7);
     std::uint64_t compared = 0, mismatches = 0, differ_from_standard = 0;
     for (const captured_case& c : cases) {
       const std::size_t rows = static_cast<std::size_t>(c.shape.query_rows), keys = static_cast<std::size_t>(c.shape.key_rows);
       const std::size_t d = static_cast<std::size_t>(c.shape.head_dim);
       const std::string head = dir + "/" + c.name + "/";
       const auto q = read_bf16(head + "q.npy", rows * d), k = read_bf16(head + "k.npy", keys * d),
-                 v = read_bf16(head + "v.npy", keys * d), expected_o = read_bf16(head + "o.npy", rows * d);
-      const npy::array expected_lse = npy::read(head + "lse.npy");
-      REQUIRE(expected_lse.element_count() == rows);
+                 v = read_bf16(head + "v.npy", keys * d);
       attention_shape one_head = c.shape;
       one_head.batch = one_head.heads = 1;
-      const flash_kernel stabilized = pytorch_sdpa_flash_sm90_stabilized(c.shape, c.scale);
-      REQUIRE(stabilized.splits == c.torch_splits);
-      const attention_output out = flash_forward(stabilized, one_head, q, k, v);
-      const attention_output standard = flash_forward(pytorch_sdpa_flash_sm90(c.shape, c.scale), one_head, q, k, v);
-      for (std::size_t i = 0; i < rows * d; ++i) {
-        mismatches += out.o[i] != expected_o[i];
-        differ_from_standard += standard.o[i] != expected_o[i];
+      std::vector<bfloat16> standard_o;
+      for (const std::string variant : {"standard", "stabilized"}) {
+        // The call's B x H decide the path: our kernels are PyTorch's single-split one.
+        const flash_kernel kernel = variant == "standard" ? pytorch_sdpa_flash_sm90(c.shape, c.scale)
+                                                          : pytorch_sdpa_flash_sm90_stabilized(c.shape, c.scale);
+        REQUIRE(kernel.splits == 1);
+        const auto expected_o = read_bf16(head + "o_" + variant + ".npy", rows * d);
+        const npy::array expected_lse = npy::read(head + "lse_" + variant + ".npy");
+        REQUIRE(expected_lse.element_count() == rows);
+        const attention_output out = flash_forward(kernel, one_head, q, k, v);
+        std::uint64_t bad = 0;
+        for (std::size_t i = 0; i < rows * d; ++i) bad += out.o[i] != expected_o[i];
+        for (std::size_t i = 0; i < rows; ++i) bad += out.lse[i].bits != expected_lse.word(i);
+        CHECK_MESSAGE(bad == 0, c.name << ", " << variant << ": " << bad << " mismatches");
+        MESSAGE(c.name << ", " << variant << ": " << rows * d << " O and " << rows << " L elements, " << bad << " mismatches");
+        compared += rows * d + rows;
+        mismatches += bad;
+        if (variant == "standard") standard_o = expected_o;
+        else
+          for (std::size_t i = 0; i < rows * d; ++i) differ_from_standard += expected_o[i] != standard_o[i];
       }
-      for (std::size_t i = 0; i < rows; ++i) mismatches += out.lse[i].bits != expected_lse.word(i);
-      compared += rows * d + rows;
     }
-    MESSAGE(compared << " O and L elements of our stabilized kernel, " << mismatches << " mismatches; "
-                     << differ_from_standard << " O elements differ from the standard preset");
-    CHECK(compared == 1000 * 128 + 1000);
+    MESSAGE(cases.size() << " heads, both variants: " << compared << " O and L elements, " << mismatches << " mismatches; "
+                         << differ_from_standard << " O elements of the stabilized kernel differ from the standard one");
+    CHECK(cases.size() == 10);
+    CHECK(compared == 2 * (64 + 1 + 128 + 1 + 17 * 64 + 17 + 17 * 128 + 17 + 128 * 64 + 128 + 128 * 128 + 128 + 1000 * 64 + 1000 +
+                           1000 * 128 + 1000 + 1000 * 64 + 1000 + 300 * 64 + 300));
     CHECK(mismatches == 0);
-    CHECK(differ_from_standard > 0);  // the rule changed something: the capture is not the standard kernel's
+    CHECK(differ_from_standard > 0);  // the rule changed something: the stabilized captures are not the standard kernel's
   }
 
   TEST_CASE("flash_forward runs every head of a call; wrong sizes are refused before any read") {

@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
-"""Cuts heads out of a flash-attention capture (cuda/capture/flash_attention.py
-capture DIR) into tests/data/attention/: for each chosen scenario and head,
-q, k, v, o and lse as .npy files of that one head, and one line in MANIFEST
-with the shape PyTorch was called with (which decides the path and the split
+"""Cuts heads out of a flash-attention capture into tests/data: for each chosen
+scenario and head, that one head's arrays as .npy files, and one line in
+MANIFEST with the shape of the call (which decides the path and the split
 count), the head kept, and the FNV-1a 64 of every file. Python's standard
 library only.
 
     python3 tools/pack_attention_captures.py CAPTURE_DIR OUT_DIR SCENARIO:HEAD [SCENARIO:HEAD ...]
+    python3 tools/pack_attention_captures.py kernel HEADS_DIR OUT_DIR SCENARIO:HEAD [SCENARIO:HEAD ...]
+
+The first takes PyTorch's flash backend (cuda/capture/flash_attention.py
+capture DIR; q, k, v, o, lse), the second our own kernels
+(cuda/attention/check_flash_forward.py DIR; q, k, v and o, lse of the
+standard and the stabilized variant).
 """
 import json
 import os
@@ -44,37 +49,55 @@ def write_npy(path, descr, shape, data):
 
 
 def main():
-    if len(sys.argv) < 4:
+    kernel = len(sys.argv) > 1 and sys.argv[1] == "kernel"
+    args = sys.argv[2:] if kernel else sys.argv[1:]
+    if len(args) < 3:
         sys.exit(__doc__)
-    capture, out = sys.argv[1], sys.argv[2]
+    capture, out = args[0], args[1]
     manifest = json.load(open(os.path.join(capture, "manifest.json")))
     by_name = {s["name"]: s for s in manifest["scenarios"]}
     v = manifest["versions"]
-    lines = [
-        "# Flash-attention captures: PyTorch's SDPA flash backend, one head per case (tools/pack_attention_captures.py).",
-        f"# GPU {v['gpu']} (sm_{v['capability'].replace('.', '')}, {v['sm_count']} SMs), driver {v['nvidia_smi'].split(', ')[-1]}, "
-        f"torch {v['torch']}, CUDA {v['cuda']}.",
-        "# case NAME BATCH HEADS QUERY_ROWS KEY_ROWS HEAD_DIM CAUSAL SCALE SPLITS HEAD (SCALE: default or a decimal;",
-        "#   SPLITS: the split count PyTorch's launch grid showed; HEAD: the head kept, of the call's B x H)",
-        "# file FNV1A64 PATH",
-    ]
+    gpu = (f"GPU {v['gpu']} (sm_{v['capability'].replace('.', '')}, {v['sm_count']} SMs), driver "
+           f"{v['nvidia_smi'].split(', ')[-1]}, torch {v['torch']}, CUDA {v['cuda']}.")
+    if kernel:
+        lines = [
+            "# Our flash-attention kernels (cuda/attention/flash_forward.cu), one head per case, the standard and the",
+            f"# stabilized variant (beta {manifest['beta']}, eps {manifest['eps']}) on the same inputs "
+            "(cuda/attention/check_flash_forward.py; tools/pack_attention_captures.py kernel).",
+            "# " + gpu,
+            "# case NAME BATCH HEADS QUERY_ROWS KEY_ROWS HEAD_DIM CAUSAL SCALE SPLITS HEAD (as in ../attention/MANIFEST;",
+            "#   SPLITS is 1: the call had heads enough for PyTorch's single-split kernel, which the standard variant matched)",
+            "# file FNV1A64 PATH",
+        ]
+        arrays = ("q", "k", "v", "o_standard", "lse_standard", "o_stabilized", "lse_stabilized")
+    else:
+        lines = [
+            "# Flash-attention captures: PyTorch's SDPA flash backend, one head per case (tools/pack_attention_captures.py).",
+            "# " + gpu,
+            "# case NAME BATCH HEADS QUERY_ROWS KEY_ROWS HEAD_DIM CAUSAL SCALE SPLITS HEAD (SCALE: default or a decimal;",
+            "#   SPLITS: the split count PyTorch's launch grid showed; HEAD: the head kept, of the call's B x H)",
+            "# file FNV1A64 PATH",
+        ]
+        arrays = ("q", "k", "v", "o", "lse")
     os.makedirs(out, exist_ok=True)
-    for item in sys.argv[3:]:
+    for item in args[2:]:
         name, head = item.rsplit(":", 1)
         s = by_name[name]
         assert s["B"] == 1, "captures keep heads of batch 1"
-        kept = s["keep_heads"].index(int(head))
+        kept = s["keep" if kernel else "keep_heads"].index(int(head))
         case = f"{name}_h{head}"
         os.makedirs(os.path.join(out, case), exist_ok=True)
         scale = "default" if s["scale"] is None else repr(s["scale"])
+        splits = 1 if kernel else s["splits"]
         lines.append(f"case {case} {s['B']} {s['H']} {s['N']} {s.get('NK', s['N'])} {s['d']} {int(s['causal'])} "
-                     f"{scale} {s['splits']} {head}")
-        for array in ("q", "k", "v", "o", "lse"):
+                     f"{scale} {splits} {head}")
+        for array in arrays:
             descr, shape, data = read_npy(os.path.join(capture, name, array + ".npy"))
-            per_head = len(data) // shape[1]
+            heads_axis = 0 if kernel else 1  # ours: [heads kept, N(, d)]; PyTorch's: [B, heads kept, N(, d)]
+            per_head = len(data) // shape[heads_axis]
             part = data[kept * per_head:(kept + 1) * per_head]
             path = os.path.join(out, case, array + ".npy")
-            write_npy(path, descr, shape[2:], part)
+            write_npy(path, descr, shape[heads_axis + 1:], part)
             lines.append(f"file {fnv1a64(open(path, 'rb').read()):016x} {case}/{array}.npy")
     with open(os.path.join(out, "MANIFEST"), "w") as f:
         f.write("\n".join(lines) + "\n")

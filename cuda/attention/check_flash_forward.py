@@ -1,19 +1,26 @@
 #!/usr/bin/env python3
-"""Checks our flash-attention kernel (cuda/attention/flash_forward.cu) on the
-device machine: every O and L element against PyTorch's flash backend on
-shapes where PyTorch takes its single-split kernel, and the stabilized
-variant's heads saved for the emulator. Run from the repository root:
+"""Checks our flash-attention kernels (cuda/attention/flash_forward.cu) on the
+device machine and saves heads of both variants for the emulator. Run from the
+repository root:
 
     python3 cuda/attention/check_flash_forward.py OUT_DIR
 
-It builds the kernel with nvcc alone (no other dependency), prints per shape
-the elements compared and the mismatches, saves two stabilized heads under
-OUT_DIR (check them with bitexact attention --preset
-pytorch_sdpa_flash_sm90_stabilized --batch-heads 1,16 --causal), and times
-B 4, H 16, N 4096, d 128 against PyTorch (CUDA events). Exit status 1 on any
-mismatch with PyTorch.
+Over the scenario matrix of cuda/capture/flash_attention.py (its input
+generator and seeds: normal inputs at N 1/17/128/1000/4096, ties at positive
+and negative maxima with V of negative mean, an attention sink, large scores,
+scale 0.3, NaN/inf/zero rows, both head dims, causal and not, query and key
+lengths that differ), each call with enough heads that PyTorch takes its
+single-split kernel, it compares every O and L element of the standard
+variant with torch.ops.aten._scaled_dot_product_flash_attention, runs the
+stabilized variant (beta 2, eps 0.001) on the same inputs, and saves the kept
+heads of both under OUT_DIR/<scenario>/ (q, k, v, o_standard, lse_standard,
+o_stabilized, lse_stabilized as .npy; uint16 bf16 patterns [heads, N, d],
+lse float32 [heads, N]) with manifest.json (calls, heads kept, versions).
+tools/pack_attention_captures.py kernel turns them into tests/data cases; the
+emulator checks them (bitexact attention --expect-o/--expect-lse). Exit
+status 1 on any mismatch with PyTorch.
 """
-import ctypes
+import json
 import math
 import os
 import subprocess
@@ -22,78 +29,105 @@ import sys
 import numpy as np
 import torch
 
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "capture"))
+from flash_attention import make_inputs, versions  # noqa: E402
+
 if len(sys.argv) != 2:
     sys.exit(__doc__)
-here = os.path.dirname(os.path.abspath(__file__))
 out = sys.argv[1]
-lib_path = "/tmp/libbitexact_flash_forward.so"
-subprocess.run(["nvcc", "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Xcompiler", "-fPIC", "-shared",
-                os.path.join(here, "flash_forward.cu"), "-o", lib_path], check=True)
-lib = ctypes.CDLL(lib_path)
-lib.bitexact_flash_forward.argtypes = ([ctypes.c_void_p] * 5 + [ctypes.c_int] * 5 + [ctypes.c_float] +
-                                       [ctypes.c_int, ctypes.c_float, ctypes.c_float, ctypes.c_void_p])
+if "BITEXACT_FLASH_LIBRARY" not in os.environ:
+    os.environ["BITEXACT_FLASH_LIBRARY"] = "/tmp/libbitexact_flash_attention.so"
+    subprocess.run(["nvcc", "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Xcompiler", "-fPIC",
+                    "-shared", os.path.join(here, "flash_forward.cu"), "-o", os.environ["BITEXACT_FLASH_LIBRARY"]],
+                   check=True)
+sys.path.insert(0, here)
+import bitexact_flash  # noqa: E402
 
-def ours(q, k, v, causal, stabilize=False, beta=2.0, eps=1e-3):
-    B, H, N, d = q.shape
-    o = torch.empty_like(q)
-    lse = torch.empty(B, H, N, device="cuda", dtype=torch.float32)
-    scale = float(np.float32(1.0 / math.sqrt(d)))  # PyTorch's default, as the kernel receives it
-    rc = lib.bitexact_flash_forward(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), B * H, N,
-                                    k.shape[2], d, int(causal), scale, int(stabilize), beta, eps, None)
-    assert rc == 0, rc
+
+def single_split_heads(n):
+    # flash-attention's num_splits_heuristic keeps one split when
+    # B*H*ceil(N/64) >= 0.8 * 2 * 132 SMs; a margin above that.
+    return max(4, math.ceil(1.1 * 0.8 * 264 / math.ceil(n / 64)))
+
+
+def scenarios():
+    out = []
+    seed = 1000
+    for d in (64, 128):
+        for n in (1, 17, 128, 1000, 4096):
+            for causal in (False, True):
+                keep = [0] if n == 4096 else [0, 1]
+                out.append(dict(name=f"d{d}_n{n}_{'causal' if causal else 'full'}_normal", kind="normal", N=n, NK=n,
+                                d=d, causal=causal, scale=None, keep=keep, seed=seed))
+                seed += 1
+        for kind in ("ties_positive", "ties_negative", "sink", "large", "scale", "special"):
+            for causal in ((False, True) if kind.startswith("ties") else (False,)):
+                # ties: heads 0..3 hold 2, 3, 8 and 64 copies of the maximising key
+                keep = [0, 3] if kind.startswith("ties") else [0]
+                out.append(dict(name=f"d{d}_n1000_{'causal' if causal else 'full'}_{kind}", kind=kind, N=1000,
+                                NK=1000, d=d, causal=causal, scale=0.3 if kind == "scale" else None, keep=keep,
+                                seed=seed))
+                seed += 1
+    # Query and key lengths that differ; causal with more queries than keys
+    # leaves whole rows (and whole row blocks) masked.
+    for d, n, nk, causal in ((64, 300, 1000, True), (128, 1000, 300, True), (128, 64, 3000, False)):
+        out.append(dict(name=f"d{d}_q{n}_k{nk}_{'causal' if causal else 'full'}_normal", kind="normal", N=n, NK=nk,
+                        d=d, causal=causal, scale=None, keep=[0], seed=seed))
+        seed += 1
+    for s in out:
+        s["B"], s["H"] = 1, single_split_heads(s["N"])
+    return out
+
+
+def bits16(t):
+    return t.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
+
+
+print(torch.cuda.get_device_name(), "torch", torch.__version__, "CUDA", torch.version.cuda, flush=True)
+manifest = {"versions": versions(), "beta": 2.0, "eps": 1e-3, "scenarios": []}
+totals = dict(o=0, lse=0, mismatches=0, stabilized_differs=0)
+for s in scenarios():
+    q, k, v = (x.cuda() for x in make_inputs(s["kind"], s["B"], s["H"], s["N"], s["d"], s["seed"], s["NK"]))
+    scale = 1.0 / math.sqrt(s["d"]) if s["scale"] is None else s["scale"]
+    ref_o, ref_lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, s["causal"], False,
+                                                                        scale=s["scale"])[:2]
+    o, lse = bitexact_flash.flash_forward(q, k, v, s["causal"], scale, False, 2.0, 1e-3)
+    o2, lse2 = bitexact_flash.flash_forward(q, k, v, s["causal"], scale, False, 2.0, 1e-3)
+    so, slse = bitexact_flash.flash_forward(q, k, v, s["causal"], scale, True, 2.0, 1e-3)
     torch.cuda.synchronize()
-    return o, lse
-
-# Integer Q and K with repeated keys: rows whose maximum repeats (positive, or all
-# scores negative), V of negative mean, as in the paper.
-def ties(B, H, N, d, positive, gen):
-    q = torch.randint(-2, 3, (B, H, N, d), generator=gen).float()
-    k = torch.randint(-2, 3, (B, H, N, d), generator=gen).float()
-    # repeat a few keys so that rows tie at their max
-    idx = torch.randint(0, N, (N // 8,), generator=gen)
-    k[:, :, idx] = k[:, :, :1].expand(-1, -1, len(idx), -1)
-    if not positive:
-        q = -q.abs() - 1
-        k = k.abs() + 1
-    v = torch.randn(B, H, N, d, generator=gen) - 0.5
-    return [x.to("cuda", torch.bfloat16) for x in (q, k, v)]
-
-print(torch.cuda.get_device_name(), "torch", torch.__version__, "CUDA", torch.version.cuda)
-gen = torch.Generator().manual_seed(0)
-total = mism = 0
-for (B, H, N, d, causal, kind) in [(1, 256, 17, 64, True, "normal"), (1, 256, 17, 128, False, "normal"),
-                                   (1, 16, 1000, 64, True, "normal"), (1, 16, 1000, 128, False, "normal"),
-                                   (1, 16, 1000, 128, True, "ties+"), (1, 16, 1000, 64, True, "ties-"),
-                                   (1, 4, 4096, 128, True, "normal"), (1, 4, 4096, 64, False, "normal"),
-                                   (2, 128, 128, 128, True, "normal"), (1, 256, 1, 64, False, "normal")]:
-    if kind == "normal":
-        q, k, v = (torch.randn(B, H, N, d, generator=gen).to("cuda", torch.bfloat16) for _ in range(3))
-    else:
-        q, k, v = ties(B, H, N, d, kind == "ties+", gen)
-    ref_o, ref_lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False)[:2]
-    o, lse = ours(q, k, v, causal)
     bad_o = (o.view(torch.int16) != ref_o.view(torch.int16)).sum().item()
     bad_l = (lse.view(torch.int32) != ref_lse.view(torch.int32)).sum().item()
-    total += o.numel() + lse.numel(); mism += bad_o + bad_l
-    print(f"B{B} H{H} N{N} d{d} causal={causal} {kind}: O {o.numel()} mismatches {bad_o}, L {lse.numel()} mismatches {bad_l}")
-print("total", total, "elements compared, mismatches", mism)
-# stabilized: one head each, saved for the emulator
-for name, (N, d, causal, kind) in {"stab_d64_ties": (1000, 64, True, "ties+"), "stab_d128_ties": (1000, 128, True, "ties-")}.items():
-    q, k, v = ties(1, 16, N, d, kind == "ties+", gen)
-    o, lse = ours(q, k, v, causal, stabilize=True)
-    os.makedirs(os.path.join(out, name), exist_ok=True)
-    for n, x in (("q", q), ("k", k), ("v", v), ("o", o)):
-        np.save(os.path.join(out, name, n + ".npy"), x[0, :1].contiguous().view(torch.int16).cpu().numpy()[0])
-    np.save(os.path.join(out, name, "lse.npy"), lse[0, :1].contiguous().cpu().numpy()[0])
-# speed (informational): B4 H16 N4096 d128 non-causal
-q, k, v = (torch.randn(4, 16, 4096, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-for label, f in (("pytorch flash", lambda: torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, False, False)),
-                 ("bitexact flash_forward.cu", lambda: ours(q, k, v, False))):
-    f(); torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(5): f()
-    e.record(); torch.cuda.synchronize()
-    ms = s.elapsed_time(e) / 5
-    print(label, f"{ms:.2f} ms", f"{4 * 4 * 16 * 4096 * 4096 * 128 / ms / 1e9:.0f} TFLOP/s")
-sys.exit(1 if mism else 0)
+    deterministic = torch.equal(o.view(torch.int16), o2.view(torch.int16)) and torch.equal(lse.view(torch.int32),
+                                                                                           lse2.view(torch.int32))
+    differs = (so.view(torch.int16) != o.view(torch.int16)).sum().item()
+    totals["o"] += o.numel(); totals["lse"] += lse.numel(); totals["mismatches"] += bad_o + bad_l
+    totals["stabilized_differs"] += differs
+    print(f"{s['name']} B{s['B']} H{s['H']}: O {o.numel()} mismatches {bad_o}, L {lse.numel()} mismatches {bad_l}; "
+          f"deterministic {deterministic}; stabilized O differs from standard in {differs}", flush=True)
+    folder = os.path.join(out, s["name"])
+    os.makedirs(folder, exist_ok=True)
+    keep = s["keep"]
+    for name, x in (("q", q), ("k", k), ("v", v), ("o_standard", o), ("o_stabilized", so)):
+        np.save(os.path.join(folder, name + ".npy"), bits16(x[0, keep]))
+    np.save(os.path.join(folder, "lse_standard.npy"), lse[0, keep].contiguous().cpu().numpy())
+    np.save(os.path.join(folder, "lse_stabilized.npy"), slse[0, keep].contiguous().cpu().numpy())
+    manifest["scenarios"].append(dict(s, o_mismatches=bad_o, lse_mismatches=bad_l, deterministic=deterministic,
+                                      stabilized_differs=differs))
+json.dump(manifest, open(os.path.join(out, "manifest.json"), "w"), indent=1)
+
+# The one-line swap a user makes, in a model's own call: the same bits as PyTorch's flash backend.
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+q, k, v = (torch.randn(2, 16, 1000, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+    reference = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+original, F.scaled_dot_product_attention = F.scaled_dot_product_attention, bitexact_flash.scaled_dot_product_attention
+swapped = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+F.scaled_dot_product_attention = original
+swap_bad = (swapped.view(torch.int16) != reference.view(torch.int16)).sum().item()
+totals["mismatches"] += swap_bad
+print(f"F.scaled_dot_product_attention swapped for bitexact_flash's: O {swapped.numel()} mismatches {swap_bad}")
+print(f"standard vs PyTorch: {len(manifest['scenarios'])} scenarios, {totals['o']} O and {totals['lse']} L elements, "
+      f"mismatches {totals['mismatches']}; stabilized O differs from standard in {totals['stabilized_differs']}")
+sys.exit(1 if totals["mismatches"] else 0)

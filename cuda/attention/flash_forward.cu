@@ -7,16 +7,101 @@
 // rows 16w.. and 16w + 64.., K/V blocks of 128 keys (d = 64) or 64 (d = 128)
 // from the last to the first.
 //
-// This first version is correct before it is fast: operands go from global
-// memory straight into mma fragments (no shared memory, no cp.async
-// pipeline), about a sixth of PyTorch's speed. cuda/attention/check_flash_forward.py
-// compares it with PyTorch and with the emulator on the device machine.
+// The data movement is FA2's too, since its speed is the bar: Q, K and V
+// tiles go to shared memory by cp.async, in 64-column pages whose 16-byte
+// chunks are XOR-swizzled by row so that neither the copies nor ldmatrix
+// meet bank conflicts; V's copy overlaps Q K^T and the next K's copy overlaps
+// the softmax and P V. None of this changes a bit: every S element is one
+// tensor-core chain over d from zero, every O element one chain over the
+// keys of each block, wherever the operands come from.
+//
+// cuda/attention/check_flash_forward.py compares it with PyTorch and captures
+// it for the emulator on the device machine.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cmath>
 #include <cstdint>
 
 namespace {
+
+constexpr int block_rows = 128;  // query rows per thread block (kBlockM)
+constexpr int threads = 128;     // four warps, each 2 x 16 rows
+
+struct forward_params {
+  const uint16_t* q;
+  const uint16_t* k;
+  const uint16_t* v;
+  uint16_t* o;
+  float* lse;
+  int query_rows, key_rows;
+  float scale, scale_log2, beta, eps;
+};
+
+// Byte offset of element (row, col) of a [Rows][D] bf16 tile in shared
+// memory, col a multiple of 8: pages of 64 columns (128 bytes a row), the
+// 16-byte chunk index XORed with row % 8.
+template <int Rows>
+__device__ __forceinline__ uint32_t tile_offset(int row, int col) {
+  return (col / 64) * (Rows * 128) + row * 128 + ((((col % 64) / 8) ^ (row % 8)) << 4);
+}
+
+// A lane's share of an ldmatrix address into a tile: the tile row it points
+// at (lane_row) and its 16-byte chunk bit (lane_chunk), so that the operand's
+// row and chunk, known at compile time, add to it without recomputing the swizzle.
+template <int Rows>
+struct tile_lane {
+  uint32_t row_address, key;
+  __device__ __forceinline__ tile_lane(uint32_t tile, int lane_row, int lane_chunk)
+      : row_address(tile + lane_row * 128), key((lane_row % 8) ^ lane_chunk) {}
+  // row: a multiple of 8; chunk: even (16 columns a step).
+  __device__ __forceinline__ uint32_t at(int row, int chunk) const {
+    return row_address + (chunk / 8) * (Rows * 128) + row * 128 + ((key ^ (chunk % 8)) << 4);
+  }
+};
+
+// A thread's share of copying a [Rows][D] tile from global memory: one
+// 16-byte chunk in each of Rows / (threads / (D / 8)) passes, rows a pass
+// apart being 8 or 16 apart, so that the swizzle (row % 8) and the chunk
+// stay the thread's own and only the row's offset moves.
+template <int Rows, int D>
+struct tile_copy {
+  static constexpr int chunks_per_row = D / 8, rows_per_pass = threads / chunks_per_row;
+  static_assert(rows_per_pass % 8 == 0 && Rows % rows_per_pass == 0);
+  int row, column;
+  uint32_t offset;  // in the tile, of the first pass
+  __device__ __forceinline__ tile_copy()
+      : row(threadIdx.x / chunks_per_row), column(threadIdx.x % chunks_per_row * 8), offset(tile_offset<Rows>(row, column)) {}
+
+  // Rows [first_row, first_row + Rows) of a [row_count][D] matrix; rows past
+  // row_count are zero (cp.async reads nothing for them).
+  __device__ __forceinline__ void operator()(uint32_t tile, const uint16_t* matrix, int first_row, int row_count) const {
+    const uint16_t* source = matrix + size_t(first_row + row) * D + column;
+#pragma unroll
+    for (int pass = 0; pass < Rows / rows_per_pass; ++pass) {
+      const bool inside = first_row + row + pass * rows_per_pass < row_count;
+      asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(tile + offset + pass * rows_per_pass * 128),
+                   "l"(inside ? source + pass * rows_per_pass * D : matrix), "r"(inside ? 16 : 0));
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+  }
+};
+
+__device__ __forceinline__ void wait_copies_and_sync() {
+  asm volatile("cp.async.wait_group 0;\n" ::);
+  __syncthreads();
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
 
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
@@ -30,154 +115,296 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return uint32_t(__bfloat16_as_ushort(l)) | (uint32_t(__bfloat16_as_ushort(h)) << 16);
 }
 
+// The smaller of a and b, NaN when either is (fminf would return the other).
+__device__ __forceinline__ float min_nan(float a, float b) {
+  float y;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
+  return y;
+}
+
 __device__ __forceinline__ float lg2_approx(float x) {
   float y;
   asm("lg2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
 
-template <int D, int BN>
-__global__ void __launch_bounds__(128) flash_forward_kernel(const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
-                                                          const uint16_t* __restrict__ v, uint16_t* __restrict__ o,
-                                                          float* __restrict__ lse, int nq, int nk, int causal,
-                                                          float scale, float scale_log2, int stabilize, float beta,
-                                                          float eps) {
-  constexpr int BM = 128;
-  const int head = blockIdx.y;
-  const int m_block = blockIdx.x;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const uint16_t* qh = q + size_t(head) * nq * D;
-  const uint16_t* kh = k + size_t(head) * nk * D;
-  const uint16_t* vh = v + size_t(head) * nk * D;
-  // FA2: warp w owns rows m_block*128 + w*16 + {0..15} and + 64.
-  for (int slab = 0; slab < 2; ++slab) {
-    const int row0 = m_block * BM + warp * 16 + slab * 64;
-    if (row0 >= nq) continue;
-    const int rows[2] = {row0 + g, row0 + g + 8};
-    uint32_t qa[D / 16][4];
-    for (int c = 0; c < D / 16; ++c)
-      for (int r = 0; r < 4; ++r) {
-        const int row = rows[r & 1], col = 16 * c + 2 * t + (r >> 1) * 8;
-        qa[c][r] = row < nq ? *reinterpret_cast<const uint32_t*>(qh + size_t(row) * D + col) : 0u;
-      }
-    float acc_o[D / 8][4];
-    for (int j = 0; j < D / 8; ++j)
-      for (int r = 0; r < 4; ++r) acc_o[j][r] = 0.f;
-    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+// One thread's share of its warp's 2 x 16 rows (slab 0: rows 16w.., slab 1:
+// rows 16w + 64..); each thread holds rows g and g + 8 of a slab (half h).
+template <int D>
+struct row_state {
+  float o[2][D / 8][4];    // unnormalised O, mma accumulator layout
+  float max[2][2], sum[2][2];  // [slab][half]; sum: this thread's columns only
+};
 
-    const int key_blocks = (nk + BN - 1) / BN;
-    int n_block_max = key_blocks;
-    if (causal) n_block_max = min(n_block_max, ((m_block + 1) * BM + nk - nq + BN - 1) / BN);
-    const bool even_mn = nk % BN == 0 && nq % BM == 0;
-    const int masking_steps = !causal ? 1 : (even_mn ? (BM + BN - 1) / BN : (BM + BN - 1) / BN + 1);
-    int step = 0;
-    for (int n_block = n_block_max - 1; n_block >= 0; --n_block, ++step) {
-      const bool first = step == 0, masking = step < masking_steps;
-      float s[BN / 8][4];
-      for (int j = 0; j < BN / 8; ++j) {
-        for (int r = 0; r < 4; ++r) s[j][r] = 0.f;
-        const int key = n_block * BN + 8 * j + g;
-        for (int c = 0; c < D / 16; ++c) {
-          uint32_t b0 = 0, b1 = 0;
-          if (key < nk) {
-            b0 = *reinterpret_cast<const uint32_t*>(kh + size_t(key) * D + 16 * c + 2 * t);
-            b1 = *reinterpret_cast<const uint32_t*>(kh + size_t(key) * D + 16 * c + 8 + 2 * t);
-          }
-          mma_bf16(s[j], qa[c], b0, b1);
-        }
-      }
-      if (masking)
-        for (int j = 0; j < BN / 8; ++j)
-          for (int r = 0; r < 4; ++r) {
-            const int col = n_block * BN + 8 * j + 2 * t + (r & 1);
-            const int row = rows[r >> 1];
-            int limit = nk;
-            if (causal) limit = min(limit, row + 1 + nk - nq);
-            if (col >= limit) s[j][r] = -INFINITY;
-          }
-      float block_max[2] = {s[0][0], s[0][2]};
-      for (int j = 0; j < BN / 8; ++j)
-        for (int r = 0; r < 4; ++r) block_max[r >> 1] = fmaxf(block_max[r >> 1], s[j][r]);
-      for (int h = 0; h < 2; ++h) {
-        block_max[h] = fmaxf(block_max[h], __shfl_xor_sync(0xffffffff, block_max[h], 2));
-        block_max[h] = fmaxf(block_max[h], __shfl_xor_sync(0xffffffff, block_max[h], 1));
-      }
-      if (stabilize)
-        for (int h = 0; h < 2; ++h) {
-          int ties = 0;
-          for (int j = 0; j < BN / 8; ++j)
-            for (int r = 2 * h; r < 2 * h + 2; ++r) ties += __fmul_rn(__fsub_rn(block_max[h], s[j][r]), scale) <= eps;
-          ties += __shfl_xor_sync(0xffffffff, ties, 2);
-          ties += __shfl_xor_sync(0xffffffff, ties, 1);
-          if (ties > 1 && block_max[h] > 0.f) block_max[h] = __fmul_rn(beta, block_max[h]);
-          else if (ties > 1 && block_max[h] < 0.f) block_max[h] = 0.f;
-        }
-      float alpha[2] = {1.f, 1.f};
-      for (int h = 0; h < 2; ++h) {
-        const float previous = row_max[h];
-        const float m = first ? block_max[h] : fmaxf(previous, block_max[h]);
-        row_max[h] = m;
-        if (!first) {
-          const float current = (masking && causal && m == -INFINITY) ? 0.f : m;
-          alpha[h] = exp2f(__fmul_rn(__fsub_rn(previous, current), scale_log2));
-          for (int j = 0; j < D / 8; ++j)
-            for (int r = 2 * h; r < 2 * h + 2; ++r) acc_o[j][r] = __fmul_rn(acc_o[j][r], alpha[h]);
-        }
-        const float max_scaled = m == -INFINITY ? 0.f : __fmul_rn(m, scale_log2);
-        for (int j = 0; j < BN / 8; ++j)
-          for (int r = 2 * h; r < 2 * h + 2; ++r) s[j][r] = exp2f(__fsub_rn(__fmul_rn(s[j][r], scale_log2), max_scaled));
-        // This thread's columns 8j + 2t, 8j + 2t + 1, in order; later blocks fuse the rescale with the first add.
-        float sum = first ? s[0][2 * h] : __fmaf_rn(alpha[h], row_sum[h], s[0][2 * h]);
-        sum = __fadd_rn(sum, s[0][2 * h + 1]);
-        for (int j = 1; j < BN / 8; ++j) {
-          sum = __fadd_rn(sum, s[j][2 * h]);
-          sum = __fadd_rn(sum, s[j][2 * h + 1]);
-        }
-        row_sum[h] = sum;
-      }
-      // O += P V, 16 keys at a time.
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-        const int key0 = n_block * BN + 16 * kk + 2 * t;
-        for (int j = 0; j < D / 8; ++j) {
-          const int col = 8 * j + g;
-          const auto vload = [&](int key) -> uint32_t { return key < nk ? vh[size_t(key) * D + col] : 0u; };
-          const uint32_t b0 = vload(key0) | (vload(key0 + 1) << 16);
-          const uint32_t b1 = vload(key0 + 8) | (vload(key0 + 9) << 16);
-          mma_bf16(acc_o[j], pa, b0, b1);
-        }
+// One K/V block: S = Q K^T, the mask, the online softmax, O += P V.
+template <int D, int BN, bool Causal, bool Stabilize, bool Masking>
+__device__ __forceinline__ void process_key_block(row_state<D>& rs, const forward_params& p, uint32_t q_tile,
+                                                  uint32_t k_tile, uint32_t v_tile, const uint16_t* k_head,
+                                                  const uint16_t* v_head, int m_block, int n_block, bool first) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  // ldmatrix lanes: x4 of Q gives A (rows 0-7/8-15 x columns 0-7/8-15), of K two
+  // key tiles' B, and .trans of V two column tiles' B (PTX's m16n8k16 fragments).
+  const tile_lane<block_rows> q_lane(q_tile, warp * 16 + lane % 8 + 8 * (lane / 8 % 2), lane / 16);
+  const tile_lane<BN> k_lane(k_tile, lane % 8 + 8 * (lane / 16), lane / 8 % 2);
+  const tile_lane<BN> v_lane(v_tile, lane % 8 + 8 * (lane / 8 % 2), lane / 16);
+  const tile_copy<BN, D> copy;
+  wait_copies_and_sync();  // K(n_block) has landed; nobody reads V(n_block + 1) any more
+  copy(v_tile, v_head, n_block * BN, p.key_rows);
+
+  float s[2][BN / 8][4];
+#pragma unroll
+  for (int slab = 0; slab < 2; ++slab)
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) s[slab][j][r] = 0.f;
+#pragma unroll
+  for (int c = 0; c < D / 16; ++c) {
+    uint32_t qa[2][4];
+#pragma unroll
+    for (int slab = 0; slab < 2; ++slab)
+      ldmatrix_x4(qa[slab], q_lane.at(slab * 64, 2 * c));
+#pragma unroll
+    for (int jj = 0; jj < BN / 16; ++jj) {
+      uint32_t kb[4];  // B fragments of key tiles 2jj and 2jj + 1
+      ldmatrix_x4(kb, k_lane.at(16 * jj, 2 * c));
+#pragma unroll
+      for (int slab = 0; slab < 2; ++slab) {
+        mma_bf16(s[slab][2 * jj], qa[slab], kb[0], kb[1]);
+        mma_bf16(s[slab][2 * jj + 1], qa[slab], kb[2], kb[3]);
       }
     }
+  }
+  if constexpr (Masking) {
+    // Keys at or past a row's limit (N, or under the causal mask the
+    // diagonal, aligned to the bottom right as FA2) are -inf; the limit is
+    // taken relative to this thread's first column of the block.
+#pragma unroll
+    for (int slab = 0; slab < 2; ++slab)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = m_block * block_rows + warp * 16 + slab * 64 + g + 8 * h;
+        const int limit = (Causal ? min(p.key_rows, row + 1 + p.key_rows - p.query_rows) : p.key_rows) -
+                          (n_block * BN + 2 * t);
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+          for (int r = 2 * h; r < 2 * h + 2; ++r)
+            if (8 * j + (r & 1) >= limit) s[slab][j][r] = -INFINITY;
+      }
+  }
+  wait_copies_and_sync();  // V(n_block) has landed; nobody reads K(n_block) any more
+  if (n_block > 0) copy(k_tile, k_head, (n_block - 1) * BN, p.key_rows);
+
+  // The block's row maxima, the four rows side by side so that their
+  // shuffles overlap. The stabilized variant also keeps each row's second
+  // largest score: the paper's Algorithm 3 replaces a block maximum reached
+  // more than once, i.e. by two or more scores s with
+  // RN(RN(max - s) * scale) <= eps. For scale > 0 and eps finite that test
+  // holds for the scores from some threshold up (RN is monotone; a score of
+  // +inf, or any score when the max is +inf, fails it; NaN never passes), so
+  // two pass exactly when the second largest does. NaN stands for "none":
+  // min.NaN keeps a NaN score out of the second place, fmaxf skips it.
+  float block_max[2][2], second[2][2];
+#pragma unroll
+  for (int slab = 0; slab < 2; ++slab)
+#pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float sum = row_sum[h];
-      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffff, sum, 2));
-      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffff, sum, 1));
-      const bool degenerate = sum == 0.f || sum != sum;
-      const float inverse = degenerate ? 1.f : __frcp_rn(sum);
-      const int row = rows[h];
-      if (row >= nq) continue;
-      if (t == 0)
-        lse[size_t(head) * nq + row] =
-            degenerate ? INFINITY : __fmaf_rn(row_max[h], scale, __fmul_rn(lg2_approx(sum), 0.693147182f));
-      for (int j = 0; j < D / 8; ++j) {
-        const uint32_t packed = pack_bf16(__fmul_rn(acc_o[j][2 * h], inverse), __fmul_rn(acc_o[j][2 * h + 1], inverse));
-        *reinterpret_cast<uint32_t*>(o + (size_t(head) * nq + row) * D + 8 * j + 2 * t) = packed;
+      // A pairwise tree, not a chain: its depth, not its length, is what the
+      // warp waits for. The order cannot change the maximum (fmaxf ignores
+      // NaN, and a zero's sign changes no later result).
+      constexpr int n = BN / 4;  // this thread's scores of the row
+      float top[n], next[n];
+#pragma unroll
+      for (int i = 0; i < n; i += 2) {
+        const float x = s[slab][i / 2][2 * h], y = s[slab][i / 2][2 * h + 1];
+        top[i] = fmaxf(x, y);
+        if constexpr (Stabilize) next[i] = min_nan(x, y);
+      }
+#pragma unroll
+      for (int width = 2; width < n; width *= 2)
+#pragma unroll
+        for (int i = 0; i < n; i += 2 * width) {
+          if constexpr (Stabilize) next[i] = fmaxf(fmaxf(next[i], next[i + width]), min_nan(top[i], top[i + width]));
+          top[i] = fmaxf(top[i], top[i + width]);
+        }
+      block_max[slab][h] = top[0];
+      if constexpr (Stabilize) second[slab][h] = next[0];
+    }
+#pragma unroll
+  for (int lanes = 2; lanes >= 1; lanes /= 2)
+#pragma unroll
+    for (int slab = 0; slab < 2; ++slab)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float other = __shfl_xor_sync(0xffffffff, block_max[slab][h], lanes);
+        if constexpr (Stabilize)
+          second[slab][h] = fmaxf(fmaxf(second[slab][h], __shfl_xor_sync(0xffffffff, second[slab][h], lanes)),
+                                  min_nan(block_max[slab][h], other));
+        block_max[slab][h] = fmaxf(block_max[slab][h], other);
+      }
+  if constexpr (Stabilize) {
+#pragma unroll
+    for (int slab = 0; slab < 2; ++slab)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float& m = block_max[slab][h];
+        const bool repeated = __fmul_rn(__fsub_rn(m, second[slab][h]), p.scale) <= p.eps;
+        if (repeated && m > 0.f) m = __fmul_rn(p.beta, m);
+        else if (repeated && m < 0.f) m = 0.f;
+      }
+  }
+
+#pragma unroll
+  for (int slab = 0; slab < 2; ++slab)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float previous = rs.max[slab][h];
+      const float m = first ? block_max[slab][h] : fmaxf(previous, block_max[slab][h]);
+      rs.max[slab][h] = m;
+      float alpha = 1.f;
+      if (!first) {
+        // FA2's Check_inf guard: in the masking steps of a causal call only.
+        const float current = (Masking && Causal && m == -INFINITY) ? 0.f : m;
+        alpha = exp2f(__fmul_rn(__fsub_rn(previous, current), p.scale_log2));
+        // O * 1 is O (a NaN's payload aside, which the normalisation's
+        // multiplication makes canonical anyway): skip it when the whole warp may.
+        if (__any_sync(0xffffffff, alpha != 1.f))
+#pragma unroll
+          for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+            for (int r = 2 * h; r < 2 * h + 2; ++r) rs.o[slab][j][r] = __fmul_rn(rs.o[slab][j][r], alpha);
+      }
+      const float max_scaled = m == -INFINITY ? 0.f : __fmul_rn(m, p.scale_log2);
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int r = 2 * h; r < 2 * h + 2; ++r)
+          s[slab][j][r] = exp2f(__fsub_rn(__fmul_rn(s[slab][j][r], p.scale_log2), max_scaled));
+      // This thread's columns 8j + 2t, 8j + 2t + 1, in order; later blocks
+      // fuse the rescale with the first addition (nvcc contracts it in PyTorch's build).
+      float sum = first ? s[slab][0][2 * h] : __fmaf_rn(alpha, rs.sum[slab][h], s[slab][0][2 * h]);
+      sum = __fadd_rn(sum, s[slab][0][2 * h + 1]);
+#pragma unroll
+      for (int j = 1; j < BN / 8; ++j) {
+        sum = __fadd_rn(sum, s[slab][j][2 * h]);
+        sum = __fadd_rn(sum, s[slab][j][2 * h + 1]);
+      }
+      rs.sum[slab][h] = sum;
+    }
+
+  // O += P V, 16 keys at a time: P's accumulator registers are already the A fragment.
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk) {
+    uint32_t pa[2][4];
+#pragma unroll
+    for (int slab = 0; slab < 2; ++slab) {
+      pa[slab][0] = pack_bf16(s[slab][2 * kk][0], s[slab][2 * kk][1]);
+      pa[slab][1] = pack_bf16(s[slab][2 * kk][2], s[slab][2 * kk][3]);
+      pa[slab][2] = pack_bf16(s[slab][2 * kk + 1][0], s[slab][2 * kk + 1][1]);
+      pa[slab][3] = pack_bf16(s[slab][2 * kk + 1][2], s[slab][2 * kk + 1][3]);
+    }
+#pragma unroll
+    for (int jj = 0; jj < D / 16; ++jj) {
+      uint32_t vb[4];  // B fragments of output column tiles 2jj and 2jj + 1
+      ldmatrix_x4_trans(vb, v_lane.at(16 * kk, 2 * jj));
+#pragma unroll
+      for (int slab = 0; slab < 2; ++slab) {
+        mma_bf16(rs.o[slab][2 * jj], pa[slab], vb[0], vb[1]);
+        mma_bf16(rs.o[slab][2 * jj + 1], pa[slab], vb[2], vb[3]);
       }
     }
   }
 }
 
+template <int D, int BN, bool Causal, bool Stabilize>
+__global__ void __launch_bounds__(threads, 2) flash_forward_kernel(const forward_params p) {
+  extern __shared__ __align__(128) uint8_t shared[];
+  const uint32_t q_tile = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
+  const uint32_t k_tile = q_tile + block_rows * D * 2, v_tile = k_tile + BN * D * 2;
+  const int m_block = blockIdx.x, head = blockIdx.y;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const int nq = p.query_rows, nk = p.key_rows;
+  const uint16_t* k_head = p.k + size_t(head) * nk * D;
+  const uint16_t* v_head = p.v + size_t(head) * nk * D;
+
+  int n_block_max = (nk + BN - 1) / BN;
+  if (Causal) n_block_max = min(n_block_max, ((m_block + 1) * block_rows + nk - nq + BN - 1) / BN);
+  // FA2's masking steps: the last block (keys past N), and under a causal mask
+  // every block the diagonal can cross.
+  const bool even = nk % BN == 0 && nq % block_rows == 0;
+  const int masking_steps = !Causal ? 1 : (block_rows + BN - 1) / BN + (even ? 0 : 1);
+
+  row_state<D> rs;
+#pragma unroll
+  for (int slab = 0; slab < 2; ++slab) {
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) rs.o[slab][j][r] = 0.f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) rs.max[slab][h] = -INFINITY, rs.sum[slab][h] = 0.f;
+  }
+  if (n_block_max > 0) {  // else every row is masked: O = 0, L = +inf, as FA2
+    tile_copy<block_rows, D>()(q_tile, p.q + size_t(head) * nq * D, m_block * block_rows, nq);
+    tile_copy<BN, D>()(k_tile, k_head, (n_block_max - 1) * BN, nk);
+  }
+  int n_block = n_block_max - 1;
+  for (int step = 0; step < masking_steps && n_block >= 0; ++step, --n_block)
+    process_key_block<D, BN, Causal, Stabilize, true>(rs, p, q_tile, k_tile, v_tile, k_head, v_head, m_block, n_block,
+                                                      step == 0);
+  for (; n_block >= 0; --n_block)
+    process_key_block<D, BN, Causal, Stabilize, false>(rs, p, q_tile, k_tile, v_tile, k_head, v_head, m_block, n_block,
+                                                       false);
+
+#pragma unroll
+  for (int slab = 0; slab < 2; ++slab)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float sum = rs.sum[slab][h];
+      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffff, sum, 2));
+      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffff, sum, 1));
+      const bool degenerate = sum == 0.f || sum != sum;
+      const float inverse = degenerate ? 1.f : __frcp_rn(sum);
+      const int row = m_block * block_rows + warp * 16 + slab * 64 + g + 8 * h;
+      if (row >= nq) continue;
+      if (t == 0)
+        p.lse[size_t(head) * nq + row] =
+            degenerate ? INFINITY : __fmaf_rn(rs.max[slab][h], p.scale, __fmul_rn(lg2_approx(sum), 0.693147182f));
+      uint16_t* o_row = p.o + (size_t(head) * nq + row) * D;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<uint32_t*>(o_row + 8 * j + 2 * t) =
+            pack_bf16(__fmul_rn(rs.o[slab][j][2 * h], inverse), __fmul_rn(rs.o[slab][j][2 * h + 1], inverse));
+    }
+}
+
+template <int D, int BN, bool Causal, bool Stabilize>
+int launch(const forward_params& p, int heads, cudaStream_t stream) {
+  constexpr int shared_bytes = (block_rows + 2 * BN) * D * 2;  // Q, K and V tiles: 64 KiB (d = 128), 48 KiB (d = 64)
+  const auto kernel = flash_forward_kernel<D, BN, Causal, Stabilize>;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes) != cudaSuccess) return 2;
+  kernel<<<dim3((p.query_rows + block_rows - 1) / block_rows, heads), threads, shared_bytes, stream>>>(p);
+  return cudaGetLastError() == cudaSuccess ? 0 : 2;
+}
+
+template <int D, int BN>
+int launch(const forward_params& p, int heads, bool causal, bool stabilize, cudaStream_t stream) {
+  if (causal) return stabilize ? launch<D, BN, true, true>(p, heads, stream) : launch<D, BN, true, false>(p, heads, stream);
+  return stabilize ? launch<D, BN, false, true>(p, heads, stream) : launch<D, BN, false, false>(p, heads, stream);
+}
+
 }  // namespace
 
 // The host API, over device pointers: q [heads][query_rows][head_dim], k and
-// v [heads][key_rows][head_dim] (bf16 bit patterns), o like q, lse
-// [heads][query_rows] (fp32, natural-log units). scale: the softmax scale as
-// the kernel takes it (PyTorch: float(1/sqrt(d))). stabilize != 0 runs the
+// v [heads][key_rows][head_dim] (bf16 bit patterns, contiguous), o like q,
+// lse [heads][query_rows] (fp32, natural-log units). scale: the softmax scale
+// as the kernel takes it (PyTorch: float(1/sqrt(d))). stabilize != 0 runs the
 // paper's Algorithm 3 with beta and eps (pytorch_sdpa_flash_sm90_stabilized).
 // Returns 0, 1 for arguments it does not take (head_dim other than 64 or 128,
-// a count below 1, more than 65535 heads, a null pointer), 2 when the launch failed.
+// a count below 1, more than 65535 heads, a null pointer, stabilize with a
+// scale that is not positive and finite or an eps that is not finite), 2
+// when the launch failed.
 extern "C" int bitexact_flash_forward(const void* q, const void* k, const void* v, void* o, float* lse, int heads,
                                       int query_rows, int key_rows, int head_dim, int causal, float scale,
                                       int stabilize, float beta, float eps, cudaStream_t stream) {
@@ -185,18 +412,14 @@ extern "C" int bitexact_flash_forward(const void* q, const void* k, const void* 
   if (!q || !k || !v || !o || !lse || heads < 1 || heads > 65535 || query_rows < 1 || key_rows < 1 ||
       (head_dim != 64 && head_dim != 128))
     return 1;
+  // The stabilized tie test looks at each row's second largest score only:
+  // exact for a positive finite scale and a finite eps (see the kernel).
+  if (stabilize && !(scale > 0.f && std::isfinite(scale) && std::isfinite(eps))) return 1;
   // As PyTorch's set_params_fprop: float(double(scale) * log2(e)).
   const float scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.44269504088896340736);
-  const dim3 grid((query_rows + 127) / 128, heads);
-  const auto* qb = static_cast<const uint16_t*>(q);
-  const auto* kb = static_cast<const uint16_t*>(k);
-  const auto* vb = static_cast<const uint16_t*>(v);
-  auto* ob = static_cast<uint16_t*>(o);
-  if (head_dim == 64)
-    flash_forward_kernel<64, 128><<<grid, 128, 0, stream>>>(qb, kb, vb, ob, lse, query_rows, key_rows, causal, scale,
-                                                            scale_log2, stabilize, beta, eps);
-  else
-    flash_forward_kernel<128, 64><<<grid, 128, 0, stream>>>(qb, kb, vb, ob, lse, query_rows, key_rows, causal, scale,
-                                                            scale_log2, stabilize, beta, eps);
-  return cudaGetLastError() == cudaSuccess ? 0 : 2;
+  const forward_params p{static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(k),
+                         static_cast<const uint16_t*>(v), static_cast<uint16_t*>(o), lse, query_rows, key_rows,
+                         scale, scale_log2, beta, eps};
+  return head_dim == 64 ? launch<64, 128>(p, heads, causal != 0, stabilize != 0, stream)
+                        : launch<128, 64>(p, heads, causal != 0, stabilize != 0, stream);
 }

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Forward-pass speed of PyTorch's flash backend, cuDNN's attention and our two
+kernels (cuda/attention/flash_forward.cu), on the device machine, in one run:
+
+    python3 cuda/attention/bench_flash_forward.py [REPEATS]
+
+B 4, H 16, N 4096, d 64 and 128, causal and not, bf16. Each entry is the
+median of REPEATS (default 5) timings of 20 calls between CUDA events, after
+warm-up calls; TFLOP/s counts 4 B H N^2 d flops, half of it under the causal
+mask (FlashAttention's convention). Prints a Markdown table for
+docs/performance.md with the GPU, driver, CUDA and PyTorch versions.
+"""
+import os
+import statistics
+import subprocess
+import sys
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+import torch.nn.functional as F
+
+here = os.path.dirname(os.path.abspath(__file__))
+if "BITEXACT_FLASH_LIBRARY" not in os.environ:
+    os.environ["BITEXACT_FLASH_LIBRARY"] = "/tmp/libbitexact_flash_attention.so"
+    subprocess.run(["nvcc", "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Xcompiler", "-fPIC",
+                    "-shared", os.path.join(here, "flash_forward.cu"), "-o", os.environ["BITEXACT_FLASH_LIBRARY"]],
+                   check=True)
+sys.path.insert(0, here)
+import bitexact_flash  # noqa: E402
+
+repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+B, H, N = 4, 16, 4096
+
+
+def milliseconds(call, calls=20):
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            call()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / calls)
+    return statistics.median(times)
+
+
+smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True,
+                     text=True).stdout.strip()
+print(f"GPU {smi}, {torch.cuda.get_device_properties(0).multi_processor_count} SMs; torch {torch.__version__}, "
+      f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}; B {B} H {H} N {N}, median of {repeats}\n")
+print("| d | causal | PyTorch flash | cuDNN | ours, standard | ours, stabilized | standard / flash | "
+      "stabilized / standard |")
+print("|---|---|---|---|---|---|---|---|")
+gen = torch.Generator(device="cuda").manual_seed(0)
+for d in (64, 128):
+    q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(3))
+    for causal in (False, True):
+        flops = 4 * B * H * N * N * d / (2 if causal else 1)
+        scale = d ** -0.5
+
+        def flash():
+            torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False)
+
+        def cudnn():
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+        def standard():
+            bitexact_flash.flash_forward(q, k, v, causal, scale, False, 2.0, 1e-3)
+
+        def stabilized():
+            bitexact_flash.flash_forward(q, k, v, causal, scale, True, 2.0, 1e-3)
+
+        tflops = {}
+        for name, call in (("flash", flash), ("cudnn", cudnn), ("standard", standard), ("stabilized", stabilized)):
+            tflops[name] = flops / milliseconds(call) / 1e9
+        print(f"| {d} | {'yes' if causal else 'no'} | {tflops['flash']:.0f} | {tflops['cudnn']:.0f} | "
+              f"{tflops['standard']:.0f} | {tflops['stabilized']:.0f} | {tflops['standard'] / tflops['flash']:.2f} | "
+              f"{tflops['stabilized'] / tflops['standard']:.3f} |", flush=True)

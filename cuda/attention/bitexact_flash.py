@@ -1,0 +1,124 @@
+"""bitexact's flash-attention forward kernels (cuda/attention/flash_forward.cu)
+from PyTorch, as the custom operator ``torch.ops.bitexact.flash_forward``.
+
+Swap it into a model with one line:
+
+    import bitexact_flash
+    F.scaled_dot_product_attention = bitexact_flash.scaled_dot_product_attention
+    # or, the paper's stabilized softmax:
+    F.scaled_dot_product_attention = bitexact_flash.stabilized(beta=2.0, eps=1e-3)
+
+The standard kernel gives the bits of PyTorch's flash backend on its
+single-split path; the stabilized one those of the emulator preset
+pytorch_sdpa_flash_sm90_stabilized. Forward only (no autograd), bf16 CUDA
+tensors [B, H, N, d] with d 64 or 128, no mask other than causal, no dropout.
+
+The shared library is the CMake target bitexact_flash_attention; this module
+loads $BITEXACT_FLASH_LIBRARY, else build*/cuda/libbitexact_flash_attention.so
+of the repository, else compiles flash_forward.cu with nvcc once into
+~/.cache/bitexact. Importing it needs PyTorch; nothing else in the project does.
+"""
+import ctypes
+import glob
+import math
+import os
+import subprocess
+
+import torch
+
+_here = os.path.dirname(os.path.abspath(__file__))
+
+
+def _library_path():
+    explicit = os.environ.get("BITEXACT_FLASH_LIBRARY")
+    if explicit:
+        return explicit
+    built = sorted(glob.glob(os.path.join(_here, "..", "..", "build*", "cuda", "libbitexact_flash_attention.so")))
+    if built:
+        return built[0]
+    source = os.path.join(_here, "flash_forward.cu")
+    cache = os.path.join(os.path.expanduser("~"), ".cache", "bitexact")
+    path = os.path.join(cache, f"libbitexact_flash_attention_{int(os.path.getmtime(source))}.so")
+    if not os.path.exists(path):
+        os.makedirs(cache, exist_ok=True)
+        nvcc = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
+        subprocess.run([nvcc, "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Xcompiler", "-fPIC",
+                        "-shared", source, "-o", path], check=True)
+    return path
+
+
+_lib = ctypes.CDLL(_library_path())
+_lib.bitexact_flash_forward.argtypes = ([ctypes.c_void_p] * 5 + [ctypes.c_int] * 5 + [ctypes.c_float] +
+                                        [ctypes.c_int, ctypes.c_float, ctypes.c_float, ctypes.c_void_p])
+_lib.bitexact_flash_forward.restype = ctypes.c_int
+
+
+def _check(q, k, v):
+    for name, t in (("query", q), ("key", k), ("value", v)):
+        if t.dtype != torch.bfloat16 or not t.is_cuda or t.dim() != 4:
+            raise ValueError(f"bitexact_flash: {name} must be a bf16 CUDA tensor [B, H, N, d]; got {t.dtype} "
+                             f"on {t.device} with shape {tuple(t.shape)}")
+    if q.shape[-1] not in (64, 128):
+        raise ValueError(f"bitexact_flash: head dim {q.shape[-1]} (the kernels take 64 and 128)")
+    if k.shape != v.shape or k.shape[:2] != q.shape[:2] or k.shape[-1] != q.shape[-1]:
+        raise ValueError(f"bitexact_flash: key and value must be [B, H, N_k, d] with the query's B, H and d; got "
+                         f"query {tuple(q.shape)}, key {tuple(k.shape)}, value {tuple(v.shape)}")
+    if min(q.shape[2], k.shape[2]) < 1 or q.shape[0] * q.shape[1] > 65535:
+        raise ValueError(f"bitexact_flash: needs N >= 1 and at most 65535 heads (B * H); got {tuple(q.shape)}")
+
+
+@torch.library.custom_op("bitexact::flash_forward", mutates_args=())
+def flash_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, is_causal: bool, scale: float,
+                  stabilize: bool, beta: float, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """O (bf16, like query) and the log-sum-exp L (fp32 [B, H, N], natural
+    log) of one forward pass, as torch.ops.aten._scaled_dot_product_flash_attention
+    returns them; scale is the softmax scale the kernel receives (rounded to
+    fp32); a causal mask with N != N_k is aligned to the bottom right, as
+    flash-attention's. The stabilized variant needs scale > 0 and eps finite."""
+    _check(query, key, value)
+    q, k, v = (t.contiguous() for t in (query, key, value))
+    B, H, N, d = q.shape
+    o = torch.empty_like(q)
+    lse = torch.empty(B, H, N, device=q.device, dtype=torch.float32)
+    with torch.cuda.device(q.device):
+        stream = torch.cuda.current_stream().cuda_stream
+        rc = _lib.bitexact_flash_forward(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
+                                         B * H, N, k.shape[2], d, int(is_causal), scale, int(stabilize), beta, eps,
+                                         stream)
+    if rc != 0:
+        raise RuntimeError(f"bitexact_flash_forward returned {rc} (1: arguments refused, 2: launch failed)")
+    return o, lse
+
+
+@flash_forward.register_fake
+def _(query, key, value, is_causal, scale, stabilize, beta, eps):
+    B, H, N, _ = query.shape
+    return torch.empty_like(query), query.new_empty((B, H, N), dtype=torch.float32)
+
+
+def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, stabilize, beta, eps):
+    if attn_mask is not None or dropout_p != 0.0 or enable_gqa:
+        raise NotImplementedError("bitexact_flash: no attn_mask, dropout or GQA (is_causal is the only mask)")
+    if is_causal and query.shape[-2] != key.shape[-2]:
+        # scaled_dot_product_attention aligns such a mask to the top left, the
+        # kernels (as flash-attention) to the bottom right: refuse, not differ.
+        raise NotImplementedError("bitexact_flash: is_causal with query and key lengths that differ (call "
+                                  "flash_forward for flash-attention's bottom-right mask)")
+    # PyTorch's default scale, as its flash backend receives it: 1/sqrt(d) in double, then float.
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    return flash_forward(query, key, value, is_causal, scale, stabilize, beta, eps)[0]
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """torch.nn.functional.scaled_dot_product_attention's signature, on the
+    standard kernel: PyTorch's flash-backend bits (single-split path)."""
+    return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, False, 2.0, 1e-3)
+
+
+def stabilized(beta=2.0, eps=1e-3):
+    """scaled_dot_product_attention on the stabilized kernel (the paper's
+    Algorithm 3 with these beta and eps)."""
+    def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, True, beta, eps)
+    return attention

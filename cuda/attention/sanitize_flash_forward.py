@@ -1,0 +1,33 @@
+#!/usr/bin/env python3
+"""A few small calls of both our kernels, for compute-sanitizer on the device
+machine (odd lengths, N = 1, query and key lengths that differ, rows wholly
+masked, NaN and infinite inputs, both head dims, causal and not):
+
+    compute-sanitizer --tool memcheck  python3 cuda/attention/sanitize_flash_forward.py
+    compute-sanitizer --tool racecheck python3 cuda/attention/sanitize_flash_forward.py
+
+BITEXACT_FLASH_LIBRARY names the library (else bitexact_flash builds it).
+"""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bitexact_flash  # noqa: E402
+
+gen = torch.Generator().manual_seed(7)
+calls = 0
+for d in (64, 128):
+    for nq, nk in ((1, 1), (17, 17), (129, 129), (300, 1000), (1000, 300), (130, 257)):
+        for causal in (False, True):
+            q, k, v = (torch.randn(1, 2, n, d, generator=gen) for n in (nq, nk, nk))
+            q[0, 0, 0, 0] = float("nan")
+            k[0, 1, nk - 1, 1] = float("inf")
+            v[0, 1, 0, 2] = float("-inf")
+            q, k, v = (x.to("cuda", torch.bfloat16) for x in (q, k, v))
+            for stabilize in (False, True):
+                o, lse = bitexact_flash.flash_forward(q, k, v, causal, d ** -0.5, stabilize, 2.0, 1e-3)
+                calls += 1
+torch.cuda.synchronize()
+print(f"{calls} calls done")

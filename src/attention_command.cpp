@@ -55,6 +55,9 @@ constexpr std::string_view attention_help =
     "                        kernels on sm_90 (H100, H200: 132 SMs)\n"
     "                        pytorch_sdpa_flash_sm90_stabilized: the same kernels with the\n"
     "                        paper's stabilized softmax (Algorithm 3) in each K/V block\n"
+    "                        pytorch_sdpa_flash_sm90_stabilized_across_blocks: the rule on\n"
+    "                        the row's largest score so far, so that a max repeated in two\n"
+    "                        K/V blocks is caught too (ours; needs a positive scale)\n"
     "                        paper_reference: the paper's own flash attention in PyTorch\n"
     "                        (attention.py, 512 x 512 tiles, under bf16 autocast as its\n"
     "                        train.py runs it; not a GPU kernel's bits)\n"
@@ -105,10 +108,11 @@ constexpr std::string_view attention_help =
     "docs/attention.md has a worked example, from PyTorch to this command.\n";
 
 // The presets, by name; the first is the default.
-enum class preset { flash, flash_stabilized, paper, paper_stabilized, paper_fp64 };
-constexpr std::array<std::pair<std::string_view, preset>, 5> presets{{
+enum class preset { flash, flash_stabilized, flash_stabilized_across, paper, paper_stabilized, paper_fp64 };
+constexpr std::array<std::pair<std::string_view, preset>, 6> presets{{
     {"pytorch_sdpa_flash_sm90", preset::flash},
     {"pytorch_sdpa_flash_sm90_stabilized", preset::flash_stabilized},
+    {"pytorch_sdpa_flash_sm90_stabilized_across_blocks", preset::flash_stabilized_across},
     {"paper_reference", preset::paper},
     {"paper_reference_stabilized", preset::paper_stabilized},
     {"paper_reference_fp64", preset::paper_fp64},
@@ -120,8 +124,12 @@ std::string_view preset_name(preset which) {
   return {};
 }
 
-bool stabilized(preset which) { return which == preset::flash_stabilized || which == preset::paper_stabilized; }
-bool models_the_gpu_kernel(preset which) { return which == preset::flash || which == preset::flash_stabilized; }
+bool stabilized(preset which) {
+  return which == preset::flash_stabilized || which == preset::flash_stabilized_across || which == preset::paper_stabilized;
+}
+bool models_the_gpu_kernel(preset which) {
+  return which == preset::flash || which == preset::flash_stabilized || which == preset::flash_stabilized_across;
+}
 
 // A file name in a message, with control characters escaped so that the message stays one line.
 std::string printable(std::string_view text) {
@@ -241,8 +249,8 @@ attention_options parse_options(const arguments& args) {
   options.q_path = files[0], options.k_path = files[1], options.v_path = files[2];
   if ((options.beta || options.epsilon) && !stabilized(options.kernel_preset))
     fail(std::string("attention: ") + (options.beta ? "--beta" : "--eps") +
-         " sets the stabilized softmax; it needs --preset pytorch_sdpa_flash_sm90_stabilized or "
-         "paper_reference_stabilized");
+         " sets the stabilized softmax; it needs --preset pytorch_sdpa_flash_sm90_stabilized, "
+         "pytorch_sdpa_flash_sm90_stabilized_across_blocks or paper_reference_stabilized");
   // Options that only the GPU kernel's presets have, refused rather than ignored.
   const std::string_view preset_text = preset_name(options.kernel_preset);
   if (!models_the_gpu_kernel(options.kernel_preset)) {
@@ -415,6 +423,7 @@ attention_problem read_problem(const attention_options& options) {
     fail(fmt::format("attention: {} heads of {} rows are more blocks of rows than the split heuristic counts (2^31)",
                      call_heads, p.q.rows));
   attention::stabilized_max rule;
+  rule.across_blocks = options.kernel_preset == preset::flash_stabilized_across;
   if (options.beta) rule.beta = *options.beta;
   if (options.epsilon) rule.epsilon = *options.epsilon;
   if (!models_the_gpu_kernel(options.kernel_preset)) {
@@ -430,6 +439,9 @@ attention_problem read_problem(const attention_options& options) {
     fail(printable(options.q_path) + ": " + error.what());
   }
   if (stabilized(options.kernel_preset)) p.kernel.stabilize = rule;
+  if (rule.across_blocks && !(to_host(p.kernel.scale) > 0.0f && std::isfinite(to_host(p.kernel.scale))))
+    fail(fmt::format("attention: --preset {} needs a positive finite scale, not --scale {}", preset_name(options.kernel_preset),
+                     fmt::format("{}", *options.scale)));
   if (options.splits) set_split_count(p.kernel, p.head_shape.head_dim, *options.splits);
   if (!options.explain.empty()) p.explain = parse_element_index(options.explain, p.q, p.four_d);
   return p;
@@ -586,7 +598,8 @@ void print_summary(const attention_problem& p) {
   std::printf("preset %s: %s\n", std::string(preset_name(p.options.kernel_preset)).c_str(),
               kernel_text(p.kernel, s.key_rows, split_source).c_str());
   if (p.kernel.stabilize)
-    std::printf("stabilized softmax: beta %s, eps %s\n", fmt::format("{}", to_host(p.kernel.stabilize->beta)).c_str(),
+    std::printf("stabilized softmax%s: beta %s, eps %s\n", p.kernel.stabilize->across_blocks ? " across blocks" : "",
+                fmt::format("{}", to_host(p.kernel.stabilize->beta)).c_str(),
                 fmt::format("{}", to_host(p.kernel.stabilize->epsilon)).c_str());
 }
 
@@ -718,7 +731,9 @@ void print_explanation(const attention_problem& p, const element_index& at, std:
                   b.first_key, last_key, fmt::format("{}", to_host(b.block_max)).c_str(),
                   fmt::format("{}", to_host(b.running_max)).c_str(),
                   b.alpha ? fmt::format("{}", to_host(*b.alpha)).c_str() : "(first block)", ones, ones == 1 ? "" : "s",
-                  p.kernel.stabilize ? fmt::format(", {} within eps of the block max", b.ties).c_str() : "");
+                  !p.kernel.stabilize ? ""
+                  : fmt::format(", {} within eps of the {}", b.ties,
+                                p.kernel.stabilize->across_blocks ? "row's max so far" : "block max").c_str());
       std::printf("      row sums %s %s %s %s; O[%zu] = %s\n", fmt::format("{}", to_host(b.sums[0])).c_str(),
                   fmt::format("{}", to_host(b.sums[1])).c_str(), fmt::format("{}", to_host(b.sums[2])).c_str(),
                   fmt::format("{}", to_host(b.sums[3])).c_str(), at.col, short_text(b.o[at.col]).c_str());

@@ -399,6 +399,16 @@ bitexact_cli_test(attention_stabilized_explain ARGS attention ${attention_data}/
   CONTAINS "preset pytorch_sdpa_flash_sm90_stabilized: 4 splits" "stabilized softmax: beta 2, eps 0.001"
   "block 0, keys 0..255: max 76, running max 76, alpha (first block), P = 1 at 0 keys, 14 within eps of the block max"
   "O[999, 5] (row, col) = 0xBF80 (-1)")
+# The across-blocks preset against our kernel's capture (the H100), and its one requirement.
+set(kernel_ties ${CMAKE_CURRENT_LIST_DIR}/data/attention_kernel/d128_n1000_full_ties_negative_h0)
+bitexact_cli_test(attention_stabilized_across_blocks ARGS attention ${kernel_ties}/q.npy ${kernel_ties}/k.npy
+  ${kernel_ties}/v.npy --batch-heads 1,15 --preset pytorch_sdpa_flash_sm90_stabilized_across_blocks
+  --expect-o ${kernel_ties}/o_across.npy --expect-lse ${kernel_ties}/lse_across.npy
+  CONTAINS "stabilized softmax across blocks: beta 2, eps 0.001" "O: 128000 elements compared, 0 mismatches"
+  "L: 1000 elements compared, 0 mismatches")
+bitexact_cli_test(attention_error_across_blocks_scale RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
+  --preset pytorch_sdpa_flash_sm90_stabilized_across_blocks --scale -0.5 ONE_LINE_ERROR
+  ERROR_CONTAINS "--preset pytorch_sdpa_flash_sm90_stabilized_across_blocks needs a positive finite scale, not --scale -0.5")
 bitexact_cli_test(attention_stabilized_beta ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy --causal
   --preset=pytorch_sdpa_flash_sm90_stabilized --beta 7 --eps 0.01 CONTAINS "stabilized softmax: beta 7, eps 0.01")
 bitexact_cli_test(attention_error_beta_without_stabilized RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy

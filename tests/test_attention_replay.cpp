@@ -122,12 +122,12 @@ TEST_SUITE("attention") {
     CHECK(mismatches == 0);
   }
 
-  TEST_CASE("our kernels on the H100 agree with pytorch_sdpa_flash_sm90 and its stabilized preset, O and L, bit for bit") {
-    // cuda/attention/flash_forward.cu, both variants on the same inputs, captured by
+  TEST_CASE("our kernels on the H100 agree with pytorch_sdpa_flash_sm90 and its stabilized presets, O and L, bit for bit") {
+    // cuda/attention/flash_forward.cu, the three kernels on the same inputs, captured by
     // cuda/attention/check_flash_forward.py (tests/data/README.md).
     const std::string dir = std::string(BITEXACT_TEST_DATA_DIR) + "/attention_kernel";
-    const std::vector<captured_case> cases = read_manifest(dir, 7);
-    std::uint64_t compared = 0, mismatches = 0, differ_from_standard = 0;
+    const std::vector<captured_case> cases = read_manifest(dir, 9);
+    std::uint64_t compared = 0, mismatches = 0, differ_from_standard = 0, across_differs = 0;
     for (const captured_case& c : cases) {
       const std::size_t rows = static_cast<std::size_t>(c.shape.query_rows), keys = static_cast<std::size_t>(c.shape.key_rows);
       const std::size_t d = static_cast<std::size_t>(c.shape.head_dim);
@@ -136,11 +136,12 @@ TEST_SUITE("attention") {
                  v = read_bf16(head + "v.npy", keys * d);
       attention_shape one_head = c.shape;
       one_head.batch = one_head.heads = 1;
-      std::vector<bfloat16> standard_o;
-      for (const std::string variant : {"standard", "stabilized"}) {
+      std::vector<bfloat16> standard_o, stabilized_o;
+      for (const std::string variant : {"standard", "stabilized", "across"}) {
         // The call's B x H decide the path: our kernels are PyTorch's single-split one.
-        const flash_kernel kernel = variant == "standard" ? pytorch_sdpa_flash_sm90(c.shape, c.scale)
-                                                          : pytorch_sdpa_flash_sm90_stabilized(c.shape, c.scale);
+        const flash_kernel kernel = variant == "standard"     ? pytorch_sdpa_flash_sm90(c.shape, c.scale)
+                                    : variant == "stabilized" ? pytorch_sdpa_flash_sm90_stabilized(c.shape, c.scale)
+                                                              : pytorch_sdpa_flash_sm90_stabilized_across_blocks(c.shape, c.scale);
         REQUIRE(kernel.splits == 1);
         const auto expected_o = read_bf16(head + "o_" + variant + ".npy", rows * d);
         const npy::array expected_lse = npy::read(head + "lse_" + variant + ".npy");
@@ -154,17 +155,22 @@ TEST_SUITE("attention") {
         compared += rows * d + rows;
         mismatches += bad;
         if (variant == "standard") standard_o = expected_o;
-        else
+        else if (variant == "stabilized") {
+          stabilized_o = expected_o;
           for (std::size_t i = 0; i < rows * d; ++i) differ_from_standard += expected_o[i] != standard_o[i];
+        } else
+          for (std::size_t i = 0; i < rows * d; ++i) across_differs += expected_o[i] != stabilized_o[i];
       }
     }
-    MESSAGE(cases.size() << " heads, both variants: " << compared << " O and L elements, " << mismatches << " mismatches; "
-                         << differ_from_standard << " O elements of the stabilized kernel differ from the standard one");
+    MESSAGE(cases.size() << " heads, three kernels: " << compared << " O and L elements, " << mismatches << " mismatches; "
+                         << differ_from_standard << " O elements of the stabilized kernel differ from the standard one, "
+                         << across_differs << " of the across-blocks kernel from the stabilized one");
     CHECK(cases.size() == 10);
-    CHECK(compared == 2 * (64 + 1 + 128 + 1 + 17 * 64 + 17 + 17 * 128 + 17 + 128 * 64 + 128 + 128 * 128 + 128 + 1000 * 64 + 1000 +
+    CHECK(compared == 3 * (64 + 1 + 128 + 1 + 17 * 64 + 17 + 17 * 128 + 17 + 128 * 64 + 128 + 128 * 128 + 128 + 1000 * 64 + 1000 +
                            1000 * 128 + 1000 + 1000 * 64 + 1000 + 300 * 64 + 300));
     CHECK(mismatches == 0);
     CHECK(differ_from_standard > 0);  // the rule changed something: the stabilized captures are not the standard kernel's
+    CHECK(across_differs > 0);        // and across blocks it is another rule
   }
 
   TEST_CASE("flash_forward runs every head of a call; wrong sizes are refused before any read") {

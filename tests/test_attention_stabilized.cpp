@@ -54,9 +54,11 @@ struct reference_result {
   int blocks_with_repeated_max = 0, repeated_across_blocks = 0, zero_max = 0;
 };
 
+// across_blocks: the rule on the row's largest score so far (every score of
+// the split's blocks processed up to this one counted, no shortcut).
 reference_result algorithm3(const flash_kernel& kernel, const attention_shape& shape, const std::vector<bfloat16>& q,
                             const std::vector<bfloat16>& k, bool stabilize,
-                            std::vector<std::tuple<int, int, double>>* scores = nullptr) {
+                            std::vector<std::tuple<int, int, double>>* scores = nullptr, bool across_blocks = false) {
   const int d = shape.head_dim, bn = kernel.block_n;
   const double scale = static_cast<double>(to_host(kernel.scale)), beta = 2.0, epsilon = static_cast<double>(1e-3f);
   reference_result result;
@@ -68,6 +70,7 @@ reference_result algorithm3(const flash_kernel& kernel, const attention_shape& s
       const auto range = attention::detail::blocks_of(kernel, shape, m_block, split);
       double m = -std::numeric_limits<double>::infinity();
       int global_ties = 0;
+      std::vector<double> so_far;
       for (int block = range.end - 1; block >= range.first; --block) {
         std::vector<double> s(static_cast<std::size_t>(bn));
         for (int j = 0; j < bn; ++j) {
@@ -82,9 +85,11 @@ reference_result algorithm3(const flash_kernel& kernel, const attention_shape& s
           s[static_cast<std::size_t>(j)] = dot;
           if (scores) scores->emplace_back(row, key, dot);
         }
-        double rm = *std::max_element(s.begin(), s.end());
+        so_far.insert(so_far.end(), s.begin(), s.end());
+        const std::vector<double>& tested = across_blocks ? so_far : s;
+        double rm = *std::max_element(tested.begin(), tested.end());
         int rs = 0;
-        for (double x : s) rs += (rm - x) * scale <= epsilon;
+        for (double x : tested) rs += (rm - x) * scale <= epsilon;
         if (rs > 1) ++result.blocks_with_repeated_max;
         if (stabilize && rs > 1 && rm > 0) rm = beta * rm;
         else if (stabilize && rs > 1 && rm < 0) rm = 0;
@@ -158,5 +163,53 @@ TEST_SUITE("attention") {
       for (std::size_t i = 0; i < o.size(); ++i) differ += o[i] != o_stabilized[i];
       MESSAGE("O elements that differ between the standard and the stabilized kernel: " << differ << " of " << o.size());
     }
+  }
+
+  TEST_CASE("the across-blocks preset also catches maxima repeated in different blocks, as its rule in double says") {
+    const std::string data = std::string(BITEXACT_TEST_DATA_DIR) + "/attention/";
+    const std::pair<std::string, attention_shape> heads[] = {
+        {"split_d64_n1000_causal_ties_positive_h3", {1, 4, 1000, 1000, 64, true}},
+        {"split_d128_n1000_causal_ties_negative_h1", {1, 4, 1000, 1000, 128, true}}};
+    int repeats_left_by_per_block = 0;
+    for (const auto& [name, shape] : heads) {
+      const auto q = read_bf16(data + name + "/q.npy"), k = read_bf16(data + name + "/k.npy"),
+                 v = read_bf16(data + name + "/v.npy");
+      const std::size_t rows = static_cast<std::size_t>(shape.query_rows), d = static_cast<std::size_t>(shape.head_dim);
+      std::vector<bfloat16> o(rows * d);
+      std::vector<float32> lse(rows);
+      const flash_kernel per_block = pytorch_sdpa_flash_sm90_stabilized(shape);
+      const flash_kernel across = pytorch_sdpa_flash_sm90_stabilized_across_blocks(shape);
+      ones_recorder per_block_ones{{}, {}, per_block.block_n}, across_ones{{}, {}, across.block_n};
+      flash_forward_head(per_block, shape, q, k, v, o, lse, per_block_ones);
+      flash_forward_head(across, shape, q, k, v, o, lse, across_ones);
+      const reference_result rule = algorithm3(across, shape, q, k, true, nullptr, true);
+      CHECK(across_ones.ones == rule.ones);
+      // A max met again in a later block keeps P = 1 only where it was first met: no row has P = 1 twice
+      // at the same score (P = 1 at a larger max found later, once, stays).
+      const auto same_score_twice = [](const ones_recorder& rec) {
+        std::map<std::pair<int, int>, float> score;  // (row, key) -> S
+        for (const auto& [row, key, x] : rec.scores) score[{row, key}] = x;
+        std::map<std::tuple<int, int, float>, int> count;  // (row, split, S) -> P = 1 entries
+        for (const auto& [row, split, key] : rec.ones) ++count[{row, split, score[{row, key}]}];
+        int rows_with_repeat = 0;
+        for (const auto& [at, n] : count) rows_with_repeat += n > 1;
+        return rows_with_repeat;
+      };
+      const int per_block_repeats = same_score_twice(per_block_ones), across_repeats = same_score_twice(across_ones);
+      CHECK(across_repeats == 0);
+      CHECK(across_ones.ones.size() <= per_block_ones.ones.size());
+      repeats_left_by_per_block += per_block_repeats;
+      MESSAGE(name << ": P = 1 entries " << per_block_ones.ones.size() << " with the per-block rule, "
+                   << across_ones.ones.size() << " across blocks (the rule in double: " << rule.ones.size()
+                   << "); row splits with P = 1 twice at the same score: " << per_block_repeats << " and " << across_repeats);
+    }
+    CHECK(repeats_left_by_per_block > 0);  // the tie heads do have maxima repeated across blocks
+    // It needs what makes "the second largest passes" the same as "two pass".
+    attention_shape one{1, 1, 16, 16, 64, false};
+    std::vector<bfloat16> zeros(16 * 64, bfloat16::zero()), o(16 * 64);
+    std::vector<float32> lse(16);
+    CHECK_THROWS_AS(flash_forward_head(pytorch_sdpa_flash_sm90_stabilized_across_blocks(one, from_host(-0.125f)), one, zeros,
+                                       zeros, zeros, o, lse),
+                    std::invalid_argument);
   }
 }

@@ -11,7 +11,7 @@ library only.
 The first takes PyTorch's flash backend (cuda/capture/flash_attention.py
 capture DIR; q, k, v, o, lse), the second our own kernels
 (cuda/attention/check_flash_forward.py DIR; q, k, v and o, lse of the
-standard and the stabilized variant).
+standard, the stabilized and the across-blocks kernel).
 """
 import json
 import os
@@ -61,15 +61,15 @@ def main():
            f"{v['nvidia_smi'].split(', ')[-1]}, torch {v['torch']}, CUDA {v['cuda']}.")
     if kernel:
         lines = [
-            "# Our flash-attention kernels (cuda/attention/flash_forward.cu), one head per case, the standard and the",
-            f"# stabilized variant (beta {manifest['beta']}, eps {manifest['eps']}) on the same inputs "
+            "# Our flash-attention kernels (cuda/attention/flash_forward.cu), one head per case: standard, stabilized",
+            f"# per block and across blocks (beta {manifest['beta']}, eps {manifest['eps']}) on the same inputs "
             "(cuda/attention/check_flash_forward.py; tools/pack_attention_captures.py kernel).",
             "# " + gpu,
             "# case NAME BATCH HEADS QUERY_ROWS KEY_ROWS HEAD_DIM CAUSAL SCALE SPLITS HEAD (as in ../attention/MANIFEST;",
             "#   SPLITS is 1: the call had heads enough for PyTorch's single-split kernel, which the standard variant matched)",
             "# file FNV1A64 PATH",
         ]
-        arrays = ("q", "k", "v", "o_standard", "lse_standard", "o_stabilized", "lse_stabilized")
+        arrays = ("q", "k", "v", "o_standard", "lse_standard", "o_stabilized", "lse_stabilized", "o_across", "lse_across")
     else:
         lines = [
             "# Flash-attention captures: PyTorch's SDPA flash backend, one head per case (tools/pack_attention_captures.py).",

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Forward-pass speed of PyTorch's flash backend, cuDNN's attention and our two
-kernels (cuda/attention/flash_forward.cu), on the device machine, in one run:
+"""Forward-pass speed of PyTorch's flash backend, cuDNN's attention and our
+kernels (cuda/attention/flash_forward.cu: standard, stabilized per block and
+across blocks), on the device machine, in one run:
 
     python3 cuda/attention/bench_flash_forward.py [REPEATS]
 
 B 4, H 16, N 4096, d 64 and 128, causal and not, bf16. Each entry is the
 median of REPEATS (default 5) timings of 20 calls between CUDA events, after
 warm-up calls; TFLOP/s counts 4 B H N^2 d flops, half of it under the causal
-mask (FlashAttention's convention). Prints a Markdown table for
+mask (FlashAttention's convention). The five are timed in turns within each
+repeat. Prints a Markdown table for
 docs/performance.md with the GPU, driver, CUDA and PyTorch versions.
 """
 import os
@@ -32,29 +34,33 @@ repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 B, H, N = 4, 16, 4096
 
 
-def milliseconds(call, calls=20):
-    for _ in range(3):
-        call()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
+def milliseconds(calls, count=20):
+    """Median time of one call of each, timed in turns (so that clock drift
+    during the run does not favour whichever is timed first)."""
+    for call in calls.values():
+        for _ in range(3):
             call()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / calls)
-    return statistics.median(times)
+    torch.cuda.synchronize()
+    times = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(count):
+                call()
+            end.record()
+            torch.cuda.synchronize()
+            times[name].append(start.elapsed_time(end) / count)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True,
                      text=True).stdout.strip()
 print(f"GPU {smi}, {torch.cuda.get_device_properties(0).multi_processor_count} SMs; torch {torch.__version__}, "
       f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}; B {B} H {H} N {N}, median of {repeats}\n")
-print("| d | causal | PyTorch flash | cuDNN | ours, standard | ours, stabilized | standard / flash | "
-      "stabilized / standard |")
-print("|---|---|---|---|---|---|---|---|")
+print("| d | causal | PyTorch flash | cuDNN | ours, standard | ours, stabilized | ours, across blocks | "
+      "standard / flash | stabilized / standard | across / standard |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 gen = torch.Generator(device="cuda").manual_seed(0)
 for d in (64, 128):
     q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(3))
@@ -69,15 +75,12 @@ for d in (64, 128):
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                 F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-        def standard():
-            bitexact_flash.flash_forward(q, k, v, causal, scale, False, 2.0, 1e-3)
+        def ours(rule):
+            return lambda: bitexact_flash.flash_forward(q, k, v, causal, scale, rule, 2.0, 1e-3)
 
-        def stabilized():
-            bitexact_flash.flash_forward(q, k, v, causal, scale, True, 2.0, 1e-3)
-
-        tflops = {}
-        for name, call in (("flash", flash), ("cudnn", cudnn), ("standard", standard), ("stabilized", stabilized)):
-            tflops[name] = flops / milliseconds(call) / 1e9
-        print(f"| {d} | {'yes' if causal else 'no'} | {tflops['flash']:.0f} | {tflops['cudnn']:.0f} | "
-              f"{tflops['standard']:.0f} | {tflops['stabilized']:.0f} | {tflops['standard'] / tflops['flash']:.2f} | "
-              f"{tflops['stabilized'] / tflops['standard']:.3f} |", flush=True)
+        times = milliseconds({"flash": flash, "cudnn": cudnn, "standard": ours(0), "stabilized": ours(1),
+                              "across": ours(2)})
+        t = {name: flops / ms / 1e9 for name, ms in times.items()}
+        print(f"| {d} | {'yes' if causal else 'no'} | {t['flash']:.0f} | {t['cudnn']:.0f} | {t['standard']:.0f} | "
+              f"{t['stabilized']:.0f} | {t['across']:.0f} | {t['standard'] / t['flash']:.2f} | "
+              f"{t['stabilized'] / t['standard']:.3f} | {t['across'] / t['standard']:.3f} |", flush=True)

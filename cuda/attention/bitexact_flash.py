@@ -5,12 +5,13 @@ Swap it into a model with one line:
 
     import bitexact_flash
     F.scaled_dot_product_attention = bitexact_flash.scaled_dot_product_attention
-    # or, the paper's stabilized softmax:
+    # or, the paper's stabilized softmax (across_blocks=True: also maxima
+    # repeated in different K/V blocks):
     F.scaled_dot_product_attention = bitexact_flash.stabilized(beta=2.0, eps=1e-3)
 
 The standard kernel gives the bits of PyTorch's flash backend on its
-single-split path; the stabilized one those of the emulator preset
-pytorch_sdpa_flash_sm90_stabilized. Forward only (no autograd), bf16 CUDA
+single-split path; the stabilized ones those of the emulator presets
+pytorch_sdpa_flash_sm90_stabilized and pytorch_sdpa_flash_sm90_stabilized_across_blocks. Forward only (no autograd), bf16 CUDA
 tensors [B, H, N, d] with d 64 or 128, no mask other than causal, no dropout.
 
 The shared library is the CMake target bitexact_flash_attention; this module
@@ -69,12 +70,16 @@ def _check(q, k, v):
 
 @torch.library.custom_op("bitexact::flash_forward", mutates_args=())
 def flash_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, is_causal: bool, scale: float,
-                  stabilize: bool, beta: float, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+                  stabilize: int, beta: float, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """O (bf16, like query) and the log-sum-exp L (fp32 [B, H, N], natural
     log) of one forward pass, as torch.ops.aten._scaled_dot_product_flash_attention
     returns them; scale is the softmax scale the kernel receives (rounded to
     fp32); a causal mask with N != N_k is aligned to the bottom right, as
-    flash-attention's. The stabilized variant needs scale > 0 and eps finite."""
+    flash-attention's. stabilize: 0 PyTorch's arithmetic, 1 the paper's
+    Algorithm 3 in each K/V block, 2 the same rule across blocks; 1 and 2 need
+    scale > 0 and eps finite."""
+    if stabilize not in (0, 1, 2):
+        raise ValueError(f"bitexact_flash: stabilize is 0, 1 or 2, not {stabilize}")
     _check(query, key, value)
     q, k, v = (t.contiguous() for t in (query, key, value))
     B, H, N, d = q.shape
@@ -113,12 +118,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                  enable_gqa=False):
     """torch.nn.functional.scaled_dot_product_attention's signature, on the
     standard kernel: PyTorch's flash-backend bits (single-split path)."""
-    return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, False, 2.0, 1e-3)
+    return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, 0, 2.0, 1e-3)
 
 
-def stabilized(beta=2.0, eps=1e-3):
-    """scaled_dot_product_attention on the stabilized kernel (the paper's
-    Algorithm 3 with these beta and eps)."""
+def stabilized(beta=2.0, eps=1e-3, across_blocks=False):
+    """scaled_dot_product_attention on a stabilized kernel: the paper's
+    Algorithm 3 with these beta and eps in each K/V block, or across blocks."""
+    rule = 2 if across_blocks else 1
+
     def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-        return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, True, beta, eps)
+        return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, rule, beta, eps)
     return attention

@@ -12,10 +12,11 @@ scale 0.3, NaN/inf/zero rows, both head dims, causal and not, query and key
 lengths that differ), each call with enough heads that PyTorch takes its
 single-split kernel, it compares every O and L element of the standard
 variant with torch.ops.aten._scaled_dot_product_flash_attention, runs the
-stabilized variant (beta 2, eps 0.001) on the same inputs, and saves the kept
-heads of both under OUT_DIR/<scenario>/ (q, k, v, o_standard, lse_standard,
-o_stabilized, lse_stabilized as .npy; uint16 bf16 patterns [heads, N, d],
-lse float32 [heads, N]) with manifest.json (calls, heads kept, versions).
+stabilized variants (beta 2, eps 0.001; per block and across blocks) on the
+same inputs, and saves the kept heads of all three under OUT_DIR/<scenario>/
+(q, k, v, o_standard, lse_standard, o_stabilized, lse_stabilized, o_across,
+lse_across as .npy; uint16 bf16 patterns [heads, N, d], lse float32
+[heads, N]) with manifest.json (calls, heads kept, versions).
 tools/pack_attention_captures.py kernel turns them into tests/data cases; the
 emulator checks them (bitexact attention --expect-o/--expect-lse). Exit
 status 1 on any mismatch with PyTorch.
@@ -92,9 +93,10 @@ for s in scenarios():
     scale = 1.0 / math.sqrt(s["d"]) if s["scale"] is None else s["scale"]
     ref_o, ref_lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, s["causal"], False,
                                                                         scale=s["scale"])[:2]
-    o, lse = bitexact_flash.flash_forward(q, k, v, s["causal"], scale, False, 2.0, 1e-3)
-    o2, lse2 = bitexact_flash.flash_forward(q, k, v, s["causal"], scale, False, 2.0, 1e-3)
-    so, slse = bitexact_flash.flash_forward(q, k, v, s["causal"], scale, True, 2.0, 1e-3)
+    o, lse = bitexact_flash.flash_forward(q, k, v, s["causal"], scale, 0, 2.0, 1e-3)
+    o2, lse2 = bitexact_flash.flash_forward(q, k, v, s["causal"], scale, 0, 2.0, 1e-3)
+    so, slse = bitexact_flash.flash_forward(q, k, v, s["causal"], scale, 1, 2.0, 1e-3)
+    ao, alse = bitexact_flash.flash_forward(q, k, v, s["causal"], scale, 2, 2.0, 1e-3)
     torch.cuda.synchronize()
     bad_o = (o.view(torch.int16) != ref_o.view(torch.int16)).sum().item()
     bad_l = (lse.view(torch.int32) != ref_lse.view(torch.int32)).sum().item()
@@ -108,10 +110,10 @@ for s in scenarios():
     folder = os.path.join(out, s["name"])
     os.makedirs(folder, exist_ok=True)
     keep = s["keep"]
-    for name, x in (("q", q), ("k", k), ("v", v), ("o_standard", o), ("o_stabilized", so)):
+    for name, x in (("q", q), ("k", k), ("v", v), ("o_standard", o), ("o_stabilized", so), ("o_across", ao)):
         np.save(os.path.join(folder, name + ".npy"), bits16(x[0, keep]))
-    np.save(os.path.join(folder, "lse_standard.npy"), lse[0, keep].contiguous().cpu().numpy())
-    np.save(os.path.join(folder, "lse_stabilized.npy"), slse[0, keep].contiguous().cpu().numpy())
+    for name, x in (("lse_standard", lse), ("lse_stabilized", slse), ("lse_across", alse)):
+        np.save(os.path.join(folder, name + ".npy"), x[0, keep].contiguous().cpu().numpy())
     manifest["scenarios"].append(dict(s, o_mismatches=bad_o, lse_mismatches=bad_l, deterministic=deterministic,
                                       stabilized_differs=differs))
 json.dump(manifest, open(os.path.join(out, "manifest.json"), "w"), indent=1)

@@ -25,6 +25,11 @@
 namespace {
 
 constexpr int block_rows = 128;  // query rows per thread block (kBlockM)
+
+// The softmax's reference max: PyTorch's (none), the paper's Algorithm 3 in
+// each K/V block, or the same rule on the row's largest score so far (a max
+// repeated in two blocks is caught when the second is reached).
+enum class stabilization { none, per_block, across_blocks };
 constexpr int threads = 128;     // four warps, each 2 x 16 rows
 
 struct forward_params {
@@ -134,10 +139,11 @@ template <int D>
 struct row_state {
   float o[2][D / 8][4];    // unnormalised O, mma accumulator layout
   float max[2][2], sum[2][2];  // [slab][half]; sum: this thread's columns only
+  float top[2][2], second[2][2];  // across_blocks: the row's two largest raw scores so far
 };
 
 // One K/V block: S = Q K^T, the mask, the online softmax, O += P V.
-template <int D, int BN, bool Causal, bool Stabilize, bool Masking>
+template <int D, int BN, bool Causal, stabilization Rule, bool Masking>
 __device__ __forceinline__ void process_key_block(row_state<D>& rs, const forward_params& p, uint32_t q_tile,
                                                   uint32_t k_tile, uint32_t v_tile, const uint16_t* k_head,
                                                   const uint16_t* v_head, int m_block, int n_block, bool first) {
@@ -196,6 +202,7 @@ __device__ __forceinline__ void process_key_block(row_state<D>& rs, const forwar
   wait_copies_and_sync();  // V(n_block) has landed; nobody reads K(n_block) any more
   if (n_block > 0) copy(k_tile, k_head, (n_block - 1) * BN, p.key_rows);
 
+  constexpr bool Stabilize = Rule != stabilization::none;
   // The block's row maxima, the four rows side by side so that their
   // shuffles overlap. The stabilized variant also keeps each row's second
   // largest score: the paper's Algorithm 3 replaces a block maximum reached
@@ -243,6 +250,19 @@ __device__ __forceinline__ void process_key_block(row_state<D>& rs, const forwar
                                   min_nan(block_max[slab][h], other));
         block_max[slab][h] = fmaxf(block_max[slab][h], other);
       }
+  if constexpr (Rule == stabilization::across_blocks) {
+    // The rule on the row so far: its two largest scores, this block's merged in.
+#pragma unroll
+    for (int slab = 0; slab < 2; ++slab)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float &top = rs.top[slab][h], &next = rs.second[slab][h];
+        next = fmaxf(fmaxf(next, second[slab][h]), min_nan(top, block_max[slab][h]));
+        top = fmaxf(top, block_max[slab][h]);
+        block_max[slab][h] = top;
+        second[slab][h] = next;
+      }
+  }
   if constexpr (Stabilize) {
 #pragma unroll
     for (int slab = 0; slab < 2; ++slab)
@@ -317,12 +337,14 @@ __device__ __forceinline__ void process_key_block(row_state<D>& rs, const forwar
   }
 }
 
-template <int D, int BN, bool Causal, bool Stabilize>
+template <int D, int BN, bool Causal, stabilization Rule>
 __global__ void __launch_bounds__(threads, 2) flash_forward_kernel(const forward_params p) {
   extern __shared__ __align__(128) uint8_t shared[];
   const uint32_t q_tile = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
   const uint32_t k_tile = q_tile + block_rows * D * 2, v_tile = k_tile + BN * D * 2;
-  const int m_block = blockIdx.x, head = blockIdx.y;
+  // Under the causal mask the last row blocks have the most keys: they start
+  // first, so that the short ones fill the end (no bit depends on the order).
+  const int m_block = Causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x, head = blockIdx.y;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const int nq = p.query_rows, nk = p.key_rows;
   const uint16_t* k_head = p.k + size_t(head) * nk * D;
@@ -343,7 +365,8 @@ __global__ void __launch_bounds__(threads, 2) flash_forward_kernel(const forward
 #pragma unroll
       for (int r = 0; r < 4; ++r) rs.o[slab][j][r] = 0.f;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) rs.max[slab][h] = -INFINITY, rs.sum[slab][h] = 0.f;
+    for (int h = 0; h < 2; ++h)
+      rs.max[slab][h] = rs.top[slab][h] = rs.second[slab][h] = -INFINITY, rs.sum[slab][h] = 0.f;
   }
   if (n_block_max > 0) {  // else every row is masked: O = 0, L = +inf, as FA2
     tile_copy<block_rows, D>()(q_tile, p.q + size_t(head) * nq * D, m_block * block_rows, nq);
@@ -351,11 +374,11 @@ __global__ void __launch_bounds__(threads, 2) flash_forward_kernel(const forward
   }
   int n_block = n_block_max - 1;
   for (int step = 0; step < masking_steps && n_block >= 0; ++step, --n_block)
-    process_key_block<D, BN, Causal, Stabilize, true>(rs, p, q_tile, k_tile, v_tile, k_head, v_head, m_block, n_block,
-                                                      step == 0);
+    process_key_block<D, BN, Causal, Rule, true>(rs, p, q_tile, k_tile, v_tile, k_head, v_head, m_block, n_block,
+                                                 step == 0);
   for (; n_block >= 0; --n_block)
-    process_key_block<D, BN, Causal, Stabilize, false>(rs, p, q_tile, k_tile, v_tile, k_head, v_head, m_block, n_block,
-                                                       false);
+    process_key_block<D, BN, Causal, Rule, false>(rs, p, q_tile, k_tile, v_tile, k_head, v_head, m_block, n_block,
+                                                  false);
 
 #pragma unroll
   for (int slab = 0; slab < 2; ++slab)
@@ -379,19 +402,28 @@ __global__ void __launch_bounds__(threads, 2) flash_forward_kernel(const forward
     }
 }
 
-template <int D, int BN, bool Causal, bool Stabilize>
+template <int D, int BN, bool Causal, stabilization Rule>
 int launch(const forward_params& p, int heads, cudaStream_t stream) {
   constexpr int shared_bytes = (block_rows + 2 * BN) * D * 2;  // Q, K and V tiles: 64 KiB (d = 128), 48 KiB (d = 64)
-  const auto kernel = flash_forward_kernel<D, BN, Causal, Stabilize>;
+  const auto kernel = flash_forward_kernel<D, BN, Causal, Rule>;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes) != cudaSuccess) return 2;
   kernel<<<dim3((p.query_rows + block_rows - 1) / block_rows, heads), threads, shared_bytes, stream>>>(p);
   return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }
 
+template <int D, int BN, bool Causal>
+int launch(const forward_params& p, int heads, stabilization rule, cudaStream_t stream) {
+  switch (rule) {
+    case stabilization::none: return launch<D, BN, Causal, stabilization::none>(p, heads, stream);
+    case stabilization::per_block: return launch<D, BN, Causal, stabilization::per_block>(p, heads, stream);
+    case stabilization::across_blocks: return launch<D, BN, Causal, stabilization::across_blocks>(p, heads, stream);
+  }
+  return 1;
+}
+
 template <int D, int BN>
-int launch(const forward_params& p, int heads, bool causal, bool stabilize, cudaStream_t stream) {
-  if (causal) return stabilize ? launch<D, BN, true, true>(p, heads, stream) : launch<D, BN, true, false>(p, heads, stream);
-  return stabilize ? launch<D, BN, false, true>(p, heads, stream) : launch<D, BN, false, false>(p, heads, stream);
+int launch(const forward_params& p, int heads, bool causal, stabilization rule, cudaStream_t stream) {
+  return causal ? launch<D, BN, true>(p, heads, rule, stream) : launch<D, BN, false>(p, heads, rule, stream);
 }
 
 }  // namespace
@@ -399,12 +431,14 @@ int launch(const forward_params& p, int heads, bool causal, bool stabilize, cuda
 // The host API, over device pointers: q [heads][query_rows][head_dim], k and
 // v [heads][key_rows][head_dim] (bf16 bit patterns, contiguous), o like q,
 // lse [heads][query_rows] (fp32, natural-log units). scale: the softmax scale
-// as the kernel takes it (PyTorch: float(1/sqrt(d))). stabilize != 0 runs the
-// paper's Algorithm 3 with beta and eps (pytorch_sdpa_flash_sm90_stabilized).
+// as the kernel takes it (PyTorch: float(1/sqrt(d))). stabilize: 0 PyTorch's
+// arithmetic (pytorch_sdpa_flash_sm90), 1 the paper's Algorithm 3 in each K/V
+// block with beta and eps (pytorch_sdpa_flash_sm90_stabilized), 2 the same
+// rule across blocks (pytorch_sdpa_flash_sm90_stabilized_across_blocks).
 // Returns 0, 1 for arguments it does not take (head_dim other than 64 or 128,
-// a count below 1, more than 65535 heads, a null pointer, stabilize with a
-// scale that is not positive and finite or an eps that is not finite), 2
-// when the launch failed.
+// a count below 1, more than 65535 heads, a null pointer, stabilize other
+// than 0, 1, 2, or 1 and 2 with a scale that is not positive and finite or an
+// eps that is not finite), 2 when the launch failed.
 extern "C" int bitexact_flash_forward(const void* q, const void* k, const void* v, void* o, float* lse, int heads,
                                       int query_rows, int key_rows, int head_dim, int causal, float scale,
                                       int stabilize, float beta, float eps, cudaStream_t stream) {
@@ -414,12 +448,14 @@ extern "C" int bitexact_flash_forward(const void* q, const void* k, const void* 
     return 1;
   // The stabilized tie test looks at each row's second largest score only:
   // exact for a positive finite scale and a finite eps (see the kernel).
-  if (stabilize && !(scale > 0.f && std::isfinite(scale) && std::isfinite(eps))) return 1;
+  if (stabilize < 0 || stabilize > 2 || (stabilize && !(scale > 0.f && std::isfinite(scale) && std::isfinite(eps))))
+    return 1;
   // As PyTorch's set_params_fprop: float(double(scale) * log2(e)).
   const float scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.44269504088896340736);
   const forward_params p{static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(k),
                          static_cast<const uint16_t*>(v), static_cast<uint16_t*>(o), lse, query_rows, key_rows,
                          scale, scale_log2, beta, eps};
-  return head_dim == 64 ? launch<64, 128>(p, heads, causal != 0, stabilize != 0, stream)
-                        : launch<128, 64>(p, heads, causal != 0, stabilize != 0, stream);
+  const auto rule = static_cast<stabilization>(stabilize);
+  return head_dim == 64 ? launch<64, 128>(p, heads, causal != 0, rule, stream)
+                        : launch<128, 64>(p, heads, causal != 0, rule, stream);
 }

@@ -76,10 +76,11 @@ struct softmax_block_event {
   int row = 0;    // query row
   int split = 0;  // split-KV split (0 without)
   int block = 0;  // K/V block: keys [block * block_n, (block + 1) * block_n)
-  float32 block_max{};    // rowmax of the block's scores, after stabilization
+  float32 block_max{};    // rowmax of the block's scores, after stabilization (across_blocks: of the row's so far)
   float32 running_max{};  // the max the block's P were computed with
   std::optional<float32> alpha;  // what O and the row sums were multiplied by first (none in a split's first block)
-  int ties = 0;           // stabilization: scores within epsilon of the block's max (0 when off)
+  int ties = 0;           // stabilization: the block's scores within epsilon of the max tested (the block's,
+                          // or across_blocks the row's so far); 0 when off
   std::span<const float32> scores;  // the raw scores of the block, masked ones -inf
   std::span<const float32> p;       // P in fp32
   std::span<const bfloat16> p_bf16;  // P as P V's tensor-core steps take it
@@ -154,12 +155,21 @@ inline flash_kernel pytorch_sdpa_flash_sm90(const attention_shape& shape, std::o
 }
 
 // The paper's stabilized softmax on the same kernel arithmetic and the same
-// path choice as pytorch_sdpa_flash_sm90: a kernel no one ships yet.
+// path choice as pytorch_sdpa_flash_sm90: a kernel no one ships yet (ours,
+// cuda/attention/flash_forward.cu, computes it).
 inline flash_kernel pytorch_sdpa_flash_sm90_stabilized(const attention_shape& shape, std::optional<float32> scale = {},
                                                        stabilized_max rule = {}, int sm_count = 132) {
   flash_kernel kernel = pytorch_sdpa_flash_sm90(shape, scale, sm_count);
   kernel.stabilize = rule;
   return kernel;
+}
+
+// The same with the rule applied across K/V blocks (stabilized_max::across_blocks).
+inline flash_kernel pytorch_sdpa_flash_sm90_stabilized_across_blocks(const attention_shape& shape,
+                                                                     std::optional<float32> scale = {},
+                                                                     stabilized_max rule = {}, int sm_count = 132) {
+  rule.across_blocks = true;
+  return pytorch_sdpa_flash_sm90_stabilized(shape, scale, rule, sm_count);
 }
 
 namespace detail {
@@ -231,6 +241,8 @@ class row_slab {
     const std::size_t bn = static_cast<std::size_t>(kernel_.block_n), d = static_cast<std::size_t>(d_);
     o_.assign(16 * d, float32::zero());
     max_.assign(16, negative_infinity);
+    top_.assign(16, negative_infinity);
+    second_.assign(16, negative_infinity);
     sums_.assign(16 * 4, float32::zero());
     row_p_.resize(bn);
     row_p_bf16_.resize(bn);
@@ -312,7 +324,9 @@ class row_slab {
     const float32 previous = max_[ur];
     float32 block_max = s[0];
     for (std::size_t j = 1; j < bn; ++j) block_max = fmnmx_max(block_max, s[j]);
-    const int ties = kernel_.stabilize ? stabilize(block_max, s) : 0;
+    const int ties = !kernel_.stabilize ? 0
+                     : kernel_.stabilize->across_blocks ? stabilize_across_blocks(ur, block_max, s)
+                                                        : stabilize(block_max, s);
     const float32 m = first ? block_max : fmnmx_max(previous, block_max);
     max_[ur] = m;
     float32* sums = sums_.data() + ur * 4;
@@ -359,13 +373,40 @@ class row_slab {
 
   // Algorithm 3's adjustment of a block's max (stabilized_max); returns rs.
   int stabilize(float32& block_max, const float32* s) const {
-    const stabilized_max& rule = *kernel_.stabilize;
-    int ties = 0;
-    for (std::size_t j = 0; j < static_cast<std::size_t>(kernel_.block_n); ++j)
-      ties += to_host(ptx::mul_f32(ptx::sub_f32(block_max, s[j]), kernel_.scale)) <= to_host(rule.epsilon);
-    if (ties > 1 && to_host(block_max) > 0.0f) block_max = ptx::mul_f32(rule.beta, block_max);
-    else if (ties > 1 && to_host(block_max) < 0.0f) block_max = float32::zero();
+    const int ties = ties_with(block_max, s);
+    if (ties > 1) block_max = stabilized(block_max);
     return ties;
+  }
+
+  // across_blocks: the rule on the row's largest score so far, repeated when
+  // its second largest passes the test (stabilized_max says why that is
+  // "two or more do"); block_max becomes the (adjusted) row max so far.
+  // Returns the block's scores within epsilon of it.
+  int stabilize_across_blocks(std::size_t r, float32& block_max, const float32* s) {
+    float32& top = top_[r];
+    float32& second = second_[r];
+    for (std::size_t j = 0; j < static_cast<std::size_t>(kernel_.block_n); ++j) {
+      if (s[j].is_nan()) continue;  // never within epsilon of anything
+      if (to_host(s[j]) >= to_host(top)) second = top, top = s[j];
+      else if (to_host(s[j]) > to_host(second)) second = s[j];
+    }
+    const bool repeated = within_epsilon(top, second);
+    block_max = repeated ? stabilized(top) : top;
+    return ties_with(top, s);
+  }
+
+  bool within_epsilon(float32 max, float32 score) const {
+    return to_host(ptx::mul_f32(ptx::sub_f32(max, score), kernel_.scale)) <= to_host(kernel_.stabilize->epsilon);
+  }
+  int ties_with(float32 max, const float32* s) const {
+    int ties = 0;
+    for (std::size_t j = 0; j < static_cast<std::size_t>(kernel_.block_n); ++j) ties += within_epsilon(max, s[j]);
+    return ties;
+  }
+  // A repeated max m: RN(beta * m) above 0, 0 below.
+  float32 stabilized(float32 m) const {
+    if (to_host(m) > 0.0f) return ptx::mul_f32(kernel_.stabilize->beta, m);
+    return to_host(m) < 0.0f ? float32::zero() : m;
   }
 
   // p: the block's P in bf16 as block_n / 16 A tiles (16 rows by 16 keys).
@@ -400,6 +441,7 @@ class row_slab {
   std::vector<bfloat16> q_tiles_;
   std::vector<float32> o_;     // [16][head_dim], the unnormalised accumulator
   std::vector<float32> max_;   // [16]
+  std::vector<float32> top_, second_;  // [16], across_blocks: the two largest raw scores so far
   std::vector<float32> sums_;  // [16][4], each thread's partial row sum
   std::vector<float32> row_p_;  // one row's P of the current block, in fp32
   std::vector<bfloat16> row_p_bf16_;  // and in bf16
@@ -537,6 +579,10 @@ inline void check_head(const flash_kernel& kernel, const attention_shape& shape,
   const std::size_t d = static_cast<std::size_t>(shape.head_dim);
   if (q != rows * d || k != keys * d || v != keys * d || o != rows * d || lse != rows)
     fail("q and o need query_rows x head_dim elements, k and v key_rows x head_dim, lse query_rows");
+  if (kernel.stabilize && kernel.stabilize->across_blocks &&
+      !(to_host(kernel.scale) > 0.0f && std::isfinite(to_host(kernel.scale)) &&
+        std::isfinite(to_host(kernel.stabilize->epsilon))))
+    fail("the stabilized softmax across blocks needs a positive finite scale and a finite epsilon");
 }
 
 // The sinks for the event kinds an observer listens to.

@@ -326,8 +326,8 @@ class paper_row {
 // writes o [query_rows][head_dim] (bf16) and lse [query_rows], L in the
 // natural-log units of the scaled scores: fp32 under autocast, without
 // autocast a bf16 value held as float32.
-// Throws std::invalid_argument for a head_dim below 1, a block size below 1 or
-// a span of another length.
+// Throws std::invalid_argument for a head_dim below 1, a block size below 1, a
+// rule with across_blocks or a span of another length.
 inline void paper_forward_head(const paper_flash& flash, const attention_shape& shape, std::span<const bfloat16> q,
                                std::span<const bfloat16> k, std::span<const bfloat16> v, std::span<bfloat16> o,
                                std::span<float32> lse) {
@@ -335,6 +335,9 @@ inline void paper_forward_head(const paper_flash& flash, const attention_shape& 
   if (flash.block_m < 1 || flash.block_n < 1)
     throw std::invalid_argument("paper_forward_head: block_m " + std::to_string(flash.block_m) + " and block_n " +
                                 std::to_string(flash.block_n) + " must be at least 1");
+  if (flash.stabilize && flash.stabilize->across_blocks)
+    throw std::invalid_argument("paper_forward_head: the paper's code applies its rule block by block "
+                                "(stabilized_max::across_blocks is the GPU-kernel model's)");
   const std::size_t d = static_cast<std::size_t>(shape.head_dim);
   for (int row = 0; row < shape.query_rows; ++row) {
     const std::size_t at = static_cast<std::size_t>(row);

@@ -28,9 +28,19 @@ struct attention_shape {
 // RN(RN(rm - S) * scale) <= epsilon, scale in natural-log units, as the
 // paper's code compares scaled scores); paper_reference.hpp on the paper's
 // code's bf16 scaled scores (A >= bf16(rm - epsilon), bf16(beta * rm)).
+//
+// across_blocks (ours, the GPU-kernel model only): the rule applied to the
+// row's largest score so far, over every K/V block processed up to and
+// including the current one, so that a maximum repeated in two blocks is
+// caught when the second is reached (its first occurrence, already
+// multiplied by P = 1, is not undone). It needs a positive finite scale and
+// a finite epsilon: "two or more scores within epsilon of the max" is then
+// "the second largest score is", which is what both the model and the kernel
+// keep (two numbers a row instead of every score).
 struct stabilized_max {
   float32 beta = from_host(2.0f);
   float32 epsilon = from_host(1e-3f);
+  bool across_blocks = false;
 };
 
 }  // namespace bitexact::attention

@@ -1,11 +1,12 @@
 # Whether the Python module (python/) can be built here, for the default of
 # BITEXACT_BUILD_PYTHON: Python 3 with its headers, pybind11, and NumPy and
 # pytest importable by that interpreter (the module needs NumPy at run time,
-# its tests pytest). Sets BITEXACT_PYTHON_DEFAULT and BITEXACT_PYTHON_MISSING.
+# its tests pytest). Sets BITEXACT_PYTHON_DEFAULT and BITEXACT_PYTHON_MISSING
+# on the first run; later runs keep the cached choice.
 set(BITEXACT_PYTHON_DEFAULT OFF)
 set(BITEXACT_PYTHON_MISSING "")
-if(DEFINED BITEXACT_BUILD_PYTHON AND NOT BITEXACT_BUILD_PYTHON)
-  # Turned off by the caller: look for nothing.
+if(DEFINED BITEXACT_BUILD_PYTHON)
+  # Chosen already (by the caller, or cached by an earlier run): python/ checks its own needs when on.
 elseif(BITEXACT_SANITIZE)
   # An ASan-instrumented extension loads only into a process whose first
   # library is ASan's runtime; Debian's python3 is not built that way, so
@@ -36,6 +37,7 @@ elseif(PROJECT_IS_TOP_LEVEL)
   else()
     message(STATUS "Python module: not built (${Python3_EXECUTABLE} lacks:${BITEXACT_PYTHON_MISSING}). "
                    "Install with: sudo apt-get install -y ${BITEXACT_PYTHON_APT_PACKAGES}; "
-                   "another interpreter: -DPython3_EXECUTABLE=/usr/bin/python3")
+                   "then reconfigure with -DBITEXACT_BUILD_PYTHON=ON "
+                   "(another interpreter: -DPython3_EXECUTABLE=/usr/bin/python3)")
   endif()
 endif()

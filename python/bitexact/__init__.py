@@ -25,7 +25,7 @@ __all__ = [
     "Flags", "Value", "Trace", "value", "describe", "format_info", "storage_dtype", "as_bits",
     "from_float32", "to_float32", "from_torch", "to_torch", "cuda_env",
     "add", "sub", "mul", "div", "fma", "sqrt", "convert", "equal", "less", "less_equal",
-    "trace", "mma", "wgmma", "ex2_approx", "rcp_approx", "lg2_approx", "cvt",
+    "trace", "mma", "mma_trace", "wgmma", "ex2_approx", "rcp_approx", "lg2_approx", "cvt",
     "attention", "attention_row", "ATTENTION_PRESETS",
 ]
 
@@ -437,6 +437,28 @@ def mma(a, b, c=None, *, input_format="bf16", acc_format="fp32", arch="sm_90"):
     d = _bitexact._mma(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b.T).reshape(-1),
                        np.ascontiguousarray(c).reshape(-1), m, n, k, input_format, acc_format, arch)
     return d.reshape(m, n)
+
+
+def mma_trace(a, b, c=None, *, row, col, input_format="bf16", acc_format="fp32", arch="sm_90"):
+    """The fused steps that compute D[row][col] of mma(a, b, c), each a Trace (terms, e_max,
+    truncation, the exact sum and its one rounding), in the order the unit runs them."""
+    a = _matrix(a, input_format, "a")
+    b = _matrix(b, input_format, "b")
+    m, k = a.shape
+    if b.shape[0] != k:
+        raise ValueError(f"mma_trace: a is {a.shape} and b is {b.shape}; b needs {k} rows")
+    n = b.shape[1]
+    if not (0 <= row < m and 0 <= col < n):
+        raise ValueError(f"mma_trace: element ({row}, {col}) is outside D's {m} x {n}")
+    addend = 0 if c is None else int(_matrix(c, acc_format, "c", (m, n))[row, col])
+    a_row, b_col = np.ascontiguousarray(a[row]), np.ascontiguousarray(b[:, col])
+
+    def step(index):
+        return Trace(lambda style: _bitexact._mma_element_steps(a_row, b_col, addend, input_format, acc_format,
+                                                                arch, style)[index])
+
+    steps = len(_bitexact._mma_element_steps(a_row, b_col, addend, input_format, acc_format, arch, "text"))
+    return [step(i) for i in range(steps)]
 
 
 def wgmma(a, b, c=None, *, input_format="bf16", acc_format="fp32"):

@@ -83,8 +83,17 @@ def assert_bitexact(actual, expected, *, format=None, any_nan=False):
 _TRACE_KEYWORDS = ("rounding", "tininess", "ftz", "daz", "nans")
 
 
+def _mma_steps(model, inputs, keywords, index, shape):
+    row, col = divmod(index, shape[1])
+    options = {key: keywords[key] for key in ("input_format", "acc_format", "arch") if key in keywords}
+    steps = bitexact.mma_trace(*inputs, row=row, col=col, **options)
+    return "\n".join(f"step {i + 1} of {len(steps)} (D[{row}][{col}]):\n{step.text}" for i, step in enumerate(steps))
+
+
 def _element_trace(model, inputs, keywords, index, shape):
-    """The trace of one element of an elementwise bitexact operation, or why there is none."""
+    """The trace of one element of a bitexact operation (elementwise, mma, wgmma), or why there is none."""
+    if model is bitexact.mma or model is bitexact.wgmma:
+        return _mma_steps(model, inputs, keywords, index, shape)
     op = getattr(model, "traced_op", None)
     if op is None:
         return f"(none: {getattr(model, '__name__', model)!r} is not one of bitexact's elementwise operations)"
@@ -107,7 +116,7 @@ def assert_matches_model(actual, model, *inputs, actual_format=None, any_nan=Fal
     bit patterns (or (bits, flags)). The format of actual is actual_format, else the model's
     result_format or format keyword, else a tensor's dtype. On failure the message names the
     count of mismatching elements, the first index, both values side by side, and, for
-    bitexact's elementwise operations, the model's trace of that element.
+    bitexact's elementwise operations, mma and wgmma, the model's trace of that element.
     Returns the number of elements compared.
     """
     expected = model(*inputs, **model_keywords)

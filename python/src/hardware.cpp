@@ -1,13 +1,17 @@
 // The GPU models over arrays: tensor-core products (mma of any shape, wgmma),
 // the special-function unit (ex2, rcp, lg2) and the conversions (cvt).
+#include <algorithm>
 #include <array>
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <bitexact/hardware/alu.hpp>
 #include <bitexact/hardware/mma.hpp>
 #include <bitexact/hardware/mufu.hpp>
+#include <bitexact/trace/render.hpp>
+#include <bitexact/trace/trace.hpp>
 
 #include "binding.hpp"
 
@@ -60,6 +64,33 @@ py::array mma(const py::array& a, const py::array& b_transposed, const py::array
                                  .result;
     }
     return py::array(out);
+  });
+}
+
+// The fused steps of one output, D[row][col] = a_row . b_col + c, each traced
+// and rendered in style: what fused_dot runs, one step at a time.
+std::vector<std::string> mma_element_steps(const py::array& a_row, const py::array& b_col, std::uint32_t c,
+                                           std::string_view input_format, std::string_view acc_format,
+                                           std::string_view arch, std::string_view style_name) {
+  const fused_sum_unit& unit = unit_named(arch);
+  const auto style = output_style_from_name(style_name);
+  if (!style) throw std::invalid_argument("unknown style " + quoted_input(style_name) + "; expected text, markdown, latex or json");
+  return with_mma_formats(format_named(input_format), format_named(acc_format), [&](auto in_tag, auto acc_tag) {
+    constexpr format In = decltype(in_tag)::fmt, Acc = decltype(acc_tag)::fmt;
+    const std::size_t k = static_cast<std::size_t>(a_row.size());
+    const std::span<const value<In>> x(values_of<In>(a_row, "a", k), k), y(values_of<In>(b_col, "b", k), k);
+    std::vector<std::string> steps;
+    value<Acc> accumulator = value<Acc>::from_bits(c);
+    const auto step = static_cast<std::size_t>(unit.products_per_step);
+    for (std::size_t first = 0; first < k; first += step) {
+      const std::size_t n = std::min(step, k - first);
+      const auto [result, record] = traced([&](auto& recorder) {
+        return fused_multiply_add_step(unit, x.subspan(first, n), y.subspan(first, n), accumulator, recorder);
+      });
+      accumulator = result.result;
+      steps.push_back(render(record, *style));
+    }
+    return steps;
   });
 }
 
@@ -175,6 +206,8 @@ py::array cvt(std::string_view instruction, const py::array& x, const py::object
 void register_hardware(py::module_& m) {
   m.def("_mma", &mma, py::arg("a"), py::arg("b_transposed"), py::arg("c"), py::arg("m"), py::arg("n"), py::arg("k"),
         py::arg("input_format"), py::arg("acc_format"), py::arg("arch"));
+  m.def("_mma_element_steps", &mma_element_steps, py::arg("a_row"), py::arg("b_col"), py::arg("c"),
+        py::arg("input_format"), py::arg("acc_format"), py::arg("arch"), py::arg("style"));
   m.def("_wgmma", &wgmma, py::arg("a"), py::arg("b_transposed"), py::arg("c"), py::arg("n"),
         py::arg("input_format"), py::arg("acc_format"));
   m.def("_mufu", &mufu, py::arg("function"), py::arg("x"));

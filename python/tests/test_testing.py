@@ -55,12 +55,28 @@ def test_multidimensional_indices_and_any_nan():
     assert assert_bitexact(a, b, format="bf16", any_nan=True) == 20
 
 
+def test_an_mma_mismatch_shows_the_outputs_fused_steps():
+    rng = np.random.default_rng(4)
+    a = bitexact.from_float32(rng.standard_normal((16, 32)).astype(np.float32), "bf16")
+    b = bitexact.from_float32(rng.standard_normal((32, 8)).astype(np.float32), "bf16")
+    d = bitexact.mma(a, b)
+    d[2, 3] ^= 1
+    with pytest.raises(AssertionError) as failure:
+        assert_matches_model(d, bitexact.mma, a, b)
+    message = str(failure.value)
+    assert message.startswith("1 of 128 elements differ from the model; first at index 19 (2, 3)")
+    steps = bitexact.mma_trace(a, b, row=2, col=3)
+    assert len(steps) == 2  # 32 products: two steps of 16 on sm_90
+    assert f"step 2 of 2 (D[2][3]):\n{steps[1].text}" in message
+    assert steps[1].record["result"]["bits"] == f"0x{int(d[2, 3]) ^ 1:08X}"
+
+
 def test_a_model_without_a_trace_says_so():
-    a = np.zeros((16, 16), np.uint16)
-    d = bitexact.mma(a, a)
-    d[0, 0] = 1
-    with pytest.raises(AssertionError, match="model trace of element 0:\n\\(none: 'mma' is not one of bitexact's"):
-        assert_matches_model(d, bitexact.mma, a, a)
+    x = np.uint32([0x3F800000, 0x40000000])
+    out = bitexact.ex2_approx(x)
+    out[1] ^= 1
+    with pytest.raises(AssertionError, match="model trace of element 1:\n\\(none: 'ex2_approx' is not one of bitexact's"):
+        assert_matches_model(out, bitexact.ex2_approx, x, actual_format="fp32")
 
 
 def test_wrong_inputs_say_what_was_expected():

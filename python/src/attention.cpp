@@ -231,18 +231,26 @@ py::dict attention_row(const py::array& q, const py::array& k, const py::array& 
   const std::span<const bfloat16> vs(values_of<bf16>(v, "v", kv_size), kv_size);
   const flash_kernel kernel = kernel_of(options);
   ptx::mufu_tables::shared();
-  const attention::row_record record = attention::record_row(kernel, options.shape, qs, ks, vs, row);
+  attention::row_record record;
+  attention::element_trace element;
+  std::vector<std::string> rendered;
+  {
+    py::gil_scoped_release unlocked;
+    record = attention::record_row(kernel, options.shape, qs, ks, vs, row);
+    if (col >= 0) element = attention::trace_output_element(kernel, options.shape, record, vs, col);
+    for (const attention::traced_step& step : element.steps) rendered.push_back(render(step.record, *style));
+  }
   py::dict out = row_dict(record);
   if (col >= 0) {
-    const attention::element_trace element = attention::trace_output_element(kernel, options.shape, record, vs, col);
     py::list steps;
-    for (const attention::traced_step& step : element.steps) {
+    for (std::size_t i = 0; i < element.steps.size(); ++i) {
+      const attention::traced_step& step = element.steps[i];
       py::dict s;
       s["kind"] = std::string(step_kind_name(step.what));
       s["split"] = step.split;
       s["block"] = step.block;
       s["first_key"] = step.first_key;
-      s["trace"] = render(step.record, *style);
+      s["trace"] = rendered[i];
       steps.append(s);
     }
     out["col"] = col;

@@ -31,6 +31,9 @@ def pytest_terminal_summary(terminalreporter):
         passing = "failures above; in the tests that passed" if terminalreporter.stats.get("failed") else "all"
         terminalreporter.write_line(f"bitexact: {sum(_COMPARED.values()):,} elements compared bit for bit by "
                                     f"{len(_COMPARED)} tests ({passing} identical)")
+        if terminalreporter.config.option.verbose > 0:
+            for test, count in _COMPARED.items():
+                terminalreporter.write_line(f"  {count:>10,}  {test}")
 
 
 @pytest.fixture(scope="session")

@@ -51,7 +51,10 @@ elementwise_call::elementwise_call(std::size_t count_, std::string_view rounding
     throw std::invalid_argument("random_bits is read by rounding='stochastic' only, not by " +
                                 std::string(name_of(env.rounding)));
   if (stochastic) {
-    const auto bits = random_bits_.cast<py::array>();
+    // Only an array object the caller holds: a converted temporary would die before the loop reads it.
+    if (!py::isinstance<py::array>(random_bits_))
+      throw std::invalid_argument("random_bits: expected a uint32 NumPy array, one per element");
+    const auto bits = py::reinterpret_borrow<py::array>(random_bits_);
     if (bits.ndim() != 1 || !(bits.flags() & py::array::c_style) || bits.itemsize() != 4 ||
         static_cast<std::size_t>(bits.size()) != count)
       throw std::invalid_argument("random_bits: expected a flat contiguous uint32 array of " + std::to_string(count) +
@@ -71,7 +74,6 @@ py::tuple elementwise_result(py::array out, flags raised, const elementwise_call
 namespace {
 
 // _elementwise(op, operands, formats, result_format, rounding, tininess, ftz, daz, nans, random_bits, element_flags)
-// random_bits must stay alive while the call runs: it is the caller's array, held by the argument.
 py::tuple elementwise(std::string_view op, const operand_arrays& operands, const std::vector<std::string>& format_names,
                       std::string_view result_format, std::string_view rounding, std::string_view tiny, bool ftz,
                       bool daz, std::string_view nans, const py::object& random_bits, bool element_flags) {

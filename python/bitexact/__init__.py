@@ -1,0 +1,569 @@
+"""bitexact: narrow floating-point arithmetic bit for bit, its roundings traced,
+and models of NVIDIA GPU arithmetic, over NumPy arrays of bit patterns.
+
+Values travel as arrays of bit patterns: uint16 for bf16 and fp16, uint32 for
+fp32 and tf32 (tf32's 19 bits in the low bits), uint8 for e5m2 and e4m3.
+Signed integers of the same width are read as the same bits (so that
+``tensor.view(torch.int16).numpy()`` needs no copy), fp32 operands may also be
+float32 arrays, and CPU PyTorch tensors of a matching dtype are viewed without
+a copy. Results are always unsigned arrays.
+
+    out, raised = bitexact.add(a, b, format="bf16", rounding="nearest_even")
+
+docs/python.md has the tour and the mapping to the C++ API.
+"""
+
+import enum
+import functools
+import json
+
+import numpy as np
+
+from . import _bitexact
+
+__all__ = [
+    "Flags", "Value", "Trace", "value", "describe", "format_info", "storage_dtype", "as_bits",
+    "from_float32", "to_float32", "from_torch", "to_torch", "cuda_env",
+    "add", "sub", "mul", "div", "fma", "sqrt", "convert", "equal", "less", "less_equal",
+    "trace", "mma", "mma_trace", "wgmma", "ex2_approx", "rcp_approx", "lg2_approx", "cvt",
+    "attention", "attention_row", "ATTENTION_PRESETS",
+]
+
+
+class Flags(enum.IntFlag):
+    """IEEE 754 exception flags, with TestFloat's (and the C++ flags struct's) bit values."""
+
+    NONE = 0
+    INEXACT = 1
+    UNDERFLOW = 2
+    OVERFLOW = 4
+    DIVIDE_BY_ZERO = 8
+    INVALID = 16
+
+
+# ---------------------------------------------------------------- formats
+
+_STORAGE = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+
+
+@functools.lru_cache(maxsize=None)
+def format_info(name):
+    """(canonical name, width in bits, exponent bits, fraction bits, storage bytes) of a format name."""
+    if not isinstance(name, str):
+        raise TypeError(f"a format is named by a string (fp32, bf16, fp16, tf32, e5m2, e4m3), not {name!r}")
+    return _bitexact._format_info(name)
+
+
+def storage_dtype(format):
+    """The NumPy dtype that holds the bit patterns of format (uint8, uint16 or uint32)."""
+    return np.dtype(_STORAGE[format_info(format)[4]])
+
+
+# PyTorch's floating dtypes by name (looked up on the tensor, so that torch is never imported here).
+_TORCH_FORMATS = {
+    "torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "fp32",
+    "torch.float8_e5m2": "e5m2", "torch.float8_e4m3fn": "e4m3",
+}
+_TORCH_INTEGERS = {1: "uint8", 2: "int16", 4: "int32"}
+
+
+def _is_torch_tensor(x):
+    return type(x).__module__.startswith("torch") and hasattr(x, "dtype") and hasattr(x, "view")
+
+
+def from_torch(tensor, format=None):
+    """(bit-pattern array, format) of a PyTorch tensor.
+
+    A contiguous CPU tensor is viewed, not copied: ``tensor.view(torch.int16)``
+    (int32 for fp32, uint8 for fp8) and then ``.numpy()``, which shares its
+    memory. A GPU tensor is copied to the host first, a non-contiguous one made
+    contiguous. An integer tensor (a view made by the caller) needs format=.
+    """
+    import torch  # only reached with a tensor in hand
+
+    dtype = str(tensor.dtype)
+    if dtype in _TORCH_FORMATS:
+        own = _TORCH_FORMATS[dtype]
+        if format is not None and format_info(format)[0] != own:
+            raise ValueError(f"the tensor is {dtype} ({own}), but format={format!r} was asked for")
+        format = own
+    elif format is None:
+        raise ValueError(f"a {dtype} tensor holds bit patterns of no known format: pass format=")
+    tensor = tensor.detach()
+    if tensor.device.type != "cpu":
+        tensor = tensor.cpu()
+    tensor = tensor.contiguous()
+    width = format_info(format)[4]
+    if tensor.element_size() != width:
+        raise ValueError(f"a {format} tensor has {width}-byte elements; this {dtype} tensor has {tensor.element_size()}")
+    if tensor.dtype.is_floating_point:
+        tensor = tensor.view(getattr(torch, _TORCH_INTEGERS[width]))
+    return tensor.numpy().view(_STORAGE[width]), format
+
+
+def to_torch(bits, format):
+    """A PyTorch tensor of format's dtype sharing the memory of a bit-pattern array (tf32: float32 after widening)."""
+    import torch
+
+    name = format_info(format)[0]
+    array = as_bits(bits, name)
+    if name == "tf32":
+        array = as_bits(convert(array, format="tf32", result_format="fp32")[0], "fp32")
+        name = "fp32"
+    dtype = {v: k for k, v in _TORCH_FORMATS.items()}[name].split(".")[1]
+    signed = array.view({1: np.uint8, 2: np.int16, 4: np.int32}[array.itemsize])
+    return torch.from_numpy(np.ascontiguousarray(signed)).view(getattr(torch, dtype))
+
+
+def as_bits(x, format, name="x"):
+    """x as an unsigned array of format's bit patterns, without a copy where the memory allows.
+
+    Accepts an array of format's storage width (signed or unsigned integers;
+    float32 for fp32), a CPU PyTorch tensor, a Value, or Python integers.
+    Raises TypeError or ValueError saying what was expected.
+    """
+    canonical, width_bits, _, _, width = format_info(format)
+    storage = _STORAGE[width]
+    if isinstance(x, Value):
+        if x.format != canonical:
+            raise ValueError(f"{name}: a {x.format} value where {canonical} was expected")
+        return np.asarray(x.bits, dtype=storage)
+    if _is_torch_tensor(x):
+        return from_torch(x, canonical)[0]
+    if not isinstance(x, np.ndarray):
+        if isinstance(x, (float, np.floating)) or (isinstance(x, (list, tuple)) and any(isinstance(e, float) for e in x)):
+            raise TypeError(f"{name}: expected bit patterns of {canonical}, got Python floats; "
+                            f"use bitexact.from_float32(np.float32(...), {canonical!r}) or bitexact.value()")
+        x = np.asarray(x)
+        if x.dtype.kind not in "iu":
+            raise TypeError(f"{name}: expected bit patterns of {canonical} ({np.dtype(storage).name}), got {x.dtype}")
+        if x.size and (x.min() < 0 or x.max() >= 1 << width_bits):
+            raise ValueError(f"{name}: a {canonical} bit pattern lies in [0, 2^{width_bits})")
+        return x.astype(storage)
+    if x.dtype == np.float32 and canonical == "fp32":
+        return x.view(np.uint32)
+    if x.dtype.kind not in "iu" or x.dtype.itemsize != width:
+        hint = " (or float32)" if canonical == "fp32" else ""
+        raise TypeError(f"{name}: expected an array of {canonical} bit patterns, dtype {np.dtype(storage).name}"
+                        f"{hint}, got {x.dtype}")
+    bits = x.view(storage) if x.dtype != storage else x
+    if width_bits < 8 * width and bits.size and int(bits.max()) >> width_bits:
+        raise ValueError(f"{name}: a {canonical} bit pattern has {width_bits} bits, but some elements set bits above "
+                         f"them (tf32 holds its 19 bits in the low bits; the GPU's fp32-shaped tf32 is "
+                         f"convert(x, format='fp32', result_format='tf32', rounding='toward_zero'))")
+    return bits
+
+
+# ---------------------------------------------------------------- values
+
+class Value:
+    """One value of a format, held as its bit pattern; repr shows format, bits and decimal value."""
+
+    __slots__ = ("format", "bits")
+
+    def __init__(self, bits, format):
+        canonical, width_bits = format_info(format)[:2]
+        bits = int(bits)
+        if not 0 <= bits < 1 << width_bits:
+            raise ValueError(f"a {canonical} bit pattern lies in [0, 2^{width_bits}), not {bits:#x}")
+        self.format = canonical
+        self.bits = bits
+
+    def __repr__(self):
+        return _bitexact._describe(self.format, [self.bits])[0]
+
+    def __float__(self):
+        return float(to_float32(np.array([self.bits], dtype=storage_dtype(self.format)), self.format)[0])
+
+    def __eq__(self, other):  # bit equality, as in C++
+        return isinstance(other, Value) and (self.format, self.bits) == (other.format, other.bits)
+
+    def __hash__(self):
+        return hash((self.format, self.bits))
+
+
+def value(x, format=None):
+    """A Value from its bits (an int, with format=), from text in the `bitexact trace` operand
+    syntax ("bf16:0xC013", "-2.40625", "0x1.8p-3", "inf"; format= sets unprefixed ones, default fp32),
+    or from a Python float. Text or a float that the format cannot hold exactly is refused."""
+    if isinstance(x, Value):
+        return x
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        if format is None:
+            raise ValueError("a bit pattern needs its format: value(0x3F80, 'bf16')")
+        return Value(x, format)
+    if isinstance(x, (float, np.floating)):
+        x = float(x).hex() if np.isfinite(x) else repr(float(x))
+    if not isinstance(x, str):
+        raise TypeError(f"value() takes bits (int), text or a float, not {type(x).__name__}")
+    bits, parsed_format, exact = _bitexact._parse_operand(x, format_info(format or "fp32")[0])
+    if not exact:
+        nearest = _bitexact._describe(parsed_format, [bits])[0]
+        raise ValueError(f"{x!r} is not exactly representable in {parsed_format}; the nearest is {nearest}")
+    return Value(bits, parsed_format)
+
+
+def describe(bits, format, limit=20):
+    """The elements of a bit-pattern array, one line each ("bf16:0xC097 (-4.71875)"), at most limit of them."""
+    flat = as_bits(bits, format, "bits").reshape(-1)
+    lines = _bitexact._describe(format_info(format)[0], flat[:limit].tolist())
+    if flat.size > limit:
+        lines.append(f"... ({flat.size - limit} more)")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- elementwise operations
+
+def cuda_env(rounding="nearest_even", ftz=False):
+    """The environment keywords of a CUDA scalar instruction (.rn/.rz/.rm/.rp, .ftz), as ptx::gpu_environment."""
+    return dict(rounding=rounding, tininess="after_rounding", ftz=ftz, daz=ftz, nans="canonical")
+
+
+def _operand_formats(format, arity, op):
+    if format is None:
+        raise ValueError(f"{op}: name the operands' format, e.g. format='bf16' (uint16 could be bf16 or fp16)")
+    formats = (format,) * arity if isinstance(format, str) else tuple(format)
+    if len(formats) != arity:
+        raise ValueError(f"{op}: format= is one name or {arity} of them, one per operand; got {format!r}")
+    return tuple(format_info(f)[0] for f in formats)
+
+
+def _result_format(formats, result_format, op):
+    if result_format is not None:
+        return format_info(result_format)[0]
+    if len(set(formats)) != 1:
+        raise ValueError(f"{op}: the operands are {' and '.join(formats)}; name the result with result_format=")
+    return formats[0]
+
+
+def _elementwise(op, operands, format, result_format=None, rounding="nearest_even", tininess="after_rounding",
+                 ftz=False, daz=False, nans="ieee_propagate", random_bits=None, element_flags=False):
+    formats = _operand_formats(format, len(operands), op)
+    names = "abc"
+    arrays = [as_bits(x, f, names[i]) for i, (x, f) in enumerate(zip(operands, formats))]
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError:
+        raise ValueError(f"{op}: operand shapes {' and '.join(str(a.shape) for a in arrays)} do not broadcast") from None
+    # A view when the shapes agree and the memory is contiguous; a copy only to broadcast or to compact.
+    flat = [np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1) for a in arrays]
+    if random_bits is not None:
+        random_bits = np.asarray(random_bits)
+        if random_bits.dtype != np.uint32:
+            raise TypeError(f"{op}: random_bits must be a uint32 array (one draw per element), got {random_bits.dtype}")
+        random_bits = np.ascontiguousarray(np.broadcast_to(random_bits, shape)).reshape(-1)
+    result = "fp32" if op in _PREDICATES else _result_format(formats, result_format, op)
+    out, raised, each = _bitexact._elementwise(op, flat, list(formats), result, rounding, tininess, ftz, daz, nans,
+                                               random_bits, element_flags)
+    out = out.reshape(shape)
+    if element_flags:
+        return out, Flags(raised), each.reshape(shape)
+    return out, Flags(raised)
+
+
+_PREDICATES = ("equal", "less", "less_equal", "equal_signaling", "less_quiet", "less_equal_quiet")
+
+_ENVIRONMENT_DOC = """
+    format: the operands' format name, or one name per operand (mixes pair an fp32
+        operand with a narrow one); result_format: the result's, by default the operands'.
+    rounding: nearest_even, nearest_away, toward_zero, upward, downward, to_odd, stochastic
+        (stochastic reads random_bits: a uint32 array, one draw per element).
+    tininess: after_rounding (x86, CUDA) or before_rounding (ARM); ftz: subnormal results
+        become zero; daz: subnormal operands read as zero; nans: ieee_propagate (x86) or
+        canonical (CUDA's one NaN). cuda_env() gives the keywords of a CUDA instruction.
+    Returns (result, raised), raised the OR of every element's Flags; with
+    element_flags=True, (result, raised, flags) with one uint8 of flags per element."""
+
+
+def _operation(name, arity, doc):
+    def run(*operands, format=None, **keywords):
+        if len(operands) != arity:
+            raise TypeError(f"{name} takes {arity} operand{'s' if arity > 1 else ''}, got {len(operands)}")
+        return _elementwise(name, operands, format, **keywords)
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = doc + "\n" + _ENVIRONMENT_DOC
+    run.traced_op = name  # bitexact.testing traces a mismatching element through bitexact.trace
+    return run
+
+
+add = _operation("add", 2, "add(a, b, format=...): a + b, each element rounded once.")
+sub = _operation("sub", 2, "sub(a, b, format=...): a - b, each element rounded once.")
+mul = _operation("mul", 2, "mul(a, b, format=...): a * b, each element rounded once.")
+div = _operation("div", 2, "div(a, b, format=...): a / b, each element rounded once.")
+fma = _operation("fma", 3, "fma(a, b, c, format=...): a * b + c rounded once (a and b share a format).")
+sqrt = _operation("sqrt", 1, "sqrt(a, format=...): the square root, rounded once.")
+convert = _operation("convert", 1, "convert(a, format=..., result_format=...): a rounded into result_format.")
+
+
+def _predicate(name, default_signaling):
+    def run(a, b, *, format=None, signaling=default_signaling, daz=False, element_flags=False):
+        op = name
+        if signaling != default_signaling:
+            op = name + ("_signaling" if signaling else "_quiet")
+        return _elementwise(op, (a, b), format, daz=daz, element_flags=element_flags)
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = (f"{name}(a, b, format=...): the IEEE predicate as a bool array, and the Flags it raised "
+                   f"(invalid for a signaling NaN; for any NaN when signaling=True, "
+                   f"{'not ' if not default_signaling else ''}the default). "
+                   "greater is less with the operands swapped. daz reads subnormals as zero.")
+    return run
+
+
+equal = _predicate("equal", False)
+less = _predicate("less", True)
+less_equal = _predicate("less_equal", True)
+
+
+def from_float32(x, format, rounding="nearest_even", **environment):
+    """Bit patterns of format from a float32 array, each rounded as convert rounds it (flags dropped)."""
+    x = np.asarray(x)
+    if x.dtype != np.float32:
+        raise TypeError(f"from_float32 takes a float32 array, got {x.dtype}; np.float32(x) rounds doubles to nearest "
+                        "even first, which is a rounding of its own")
+    return convert(x.view(np.uint32), format="fp32", result_format=format, rounding=rounding, **environment)[0]
+
+
+def to_float32(bits, format):
+    """A float32 array of the values of format's bit patterns: exact for every format
+    (each fits in fp32); a signaling NaN comes back quieted, as the conversion makes it."""
+    return convert(bits, format=format, result_format="fp32")[0].view(np.float32)
+
+
+# ---------------------------------------------------------------- traces
+
+class Trace:
+    """One operation's trace: .record (the JSON renderer's record as a dict), .text, .markdown, .latex, .json."""
+
+    def __init__(self, render):
+        self._render = render
+
+    @functools.cached_property
+    def json(self):
+        return self._render("json")
+
+    @functools.cached_property
+    def record(self):
+        return json.loads(self.json)
+
+    @functools.cached_property
+    def text(self):
+        return self._render("text")
+
+    @functools.cached_property
+    def markdown(self):
+        return self._render("markdown")
+
+    @functools.cached_property
+    def latex(self):
+        return self._render("latex")
+
+    def __str__(self):
+        return self.text
+
+    def __repr__(self):
+        return self.text
+
+    def _repr_markdown_(self):
+        return self.markdown
+
+
+def _operand_bits(x, format, position):
+    if isinstance(x, np.ndarray):
+        if x.size != 1:
+            raise ValueError(f"trace: operand {position} is an array of {x.size} elements; trace one element")
+        x = x.reshape(-1)[0]
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        if format is None:
+            raise ValueError(f"trace: operand {position} is a bit pattern; name its format with format=")
+        x = Value(int(x), format)
+    if not isinstance(x, Value):
+        x = value(x, format)
+    return x
+
+
+def trace(op, *operands, format=None, to=None, rounding="nearest_even", tininess="after_rounding", ftz=False,
+          daz=False, nans="ieee_propagate", random_bits=0):
+    """Trace one operation (add sub mul div fma sqrt convert) as `bitexact trace` does.
+
+    Operands: Values, bit patterns (with format=, one name or one per operand),
+    text in the `bitexact trace` syntax ("bf16:0xC013", "-2.40625") or floats
+    (format= or fp32 for unprefixed ones; refused when not exact). to: the
+    result format (default the operands'; required for convert).
+    """
+    formats = (format,) * len(operands) if format is None or isinstance(format, str) else tuple(format)
+    if len(formats) != len(operands):
+        raise ValueError(f"trace: format= is one name or one per operand; got {format!r}")
+    values = [_operand_bits(x, f, i + 1) for i, (x, f) in enumerate(zip(operands, formats))]
+    names = [v.format for v in values]
+    if to is None:
+        if op == "convert":
+            raise ValueError("trace convert: name the result format with to=")
+        if len(set(names)) != 1:
+            raise ValueError(f"trace {op}: the operands are {' and '.join(names)}; name the result format with to=")
+        to = names[0]
+    if not isinstance(random_bits, (int, np.integer)) or not 0 <= int(random_bits) < 1 << 32:
+        raise ValueError("trace: random_bits is one uint32 (the draw of this one operation)")
+    args = (op, [v.bits for v in values], names, format_info(to)[0], rounding, tininess, ftz, daz, nans,
+            int(random_bits))
+    record = Trace(lambda style: _bitexact._trace(*args, style))
+    record.text  # renders once now, so that bad arguments raise here and not at first use
+    return record
+
+
+# ---------------------------------------------------------------- hardware models
+
+def _matrix(x, format, name, shape=None):
+    bits = as_bits(x, format, name)
+    if bits.ndim != 2:
+        raise ValueError(f"{name}: expected a matrix (2 dimensions), got shape {bits.shape}")
+    if shape is not None and bits.shape != shape:
+        raise ValueError(f"{name}: expected shape {shape}, got {bits.shape}")
+    return bits
+
+
+def mma(a, b, c=None, *, input_format="bf16", acc_format="fp32", arch="sm_90"):
+    """D = A B + C as the tensor cores compute it, for A [M, K], B [K, N], C [M, N] of any sizes
+    (C defaults to +0): each output the unit's chain of fused steps over k (16 products a step on
+    sm_90, 8 on sm_80), each step's rounded result the next one's C. Returns D's bits [M, N]."""
+    a = _matrix(a, input_format, "a")
+    b = _matrix(b, input_format, "b")
+    m, k = a.shape
+    if b.shape[0] != k:
+        raise ValueError(f"mma: a is {a.shape} and b is {b.shape}; b needs {k} rows")
+    n = b.shape[1]
+    c = np.zeros((m, n), storage_dtype(acc_format)) if c is None else _matrix(c, acc_format, "c", (m, n))
+    d = _bitexact._mma(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b.T).reshape(-1),
+                       np.ascontiguousarray(c).reshape(-1), m, n, k, input_format, acc_format, arch)
+    return d.reshape(m, n)
+
+
+def mma_trace(a, b, c=None, *, row, col, input_format="bf16", acc_format="fp32", arch="sm_90"):
+    """The fused steps that compute D[row][col] of mma(a, b, c), each a Trace (terms, e_max,
+    truncation, the exact sum and its one rounding), in the order the unit runs them."""
+    a = _matrix(a, input_format, "a")
+    b = _matrix(b, input_format, "b")
+    m, k = a.shape
+    if b.shape[0] != k:
+        raise ValueError(f"mma_trace: a is {a.shape} and b is {b.shape}; b needs {k} rows")
+    n = b.shape[1]
+    if not (0 <= row < m and 0 <= col < n):
+        raise ValueError(f"mma_trace: element ({row}, {col}) is outside D's {m} x {n}")
+    addend = 0 if c is None else int(_matrix(c, acc_format, "c", (m, n))[row, col])
+    a_row, b_col = np.ascontiguousarray(a[row]), np.ascontiguousarray(b[:, col])
+
+    def step(index):
+        return Trace(lambda style: _bitexact._mma_element_steps(a_row, b_col, addend, input_format, acc_format,
+                                                                arch, style)[index])
+
+    steps = len(_bitexact._mma_element_steps(a_row, b_col, addend, input_format, acc_format, arch, "text"))
+    return [step(i) for i in range(steps)]
+
+
+def wgmma(a, b, c=None, *, input_format="bf16", acc_format="fp32"):
+    """wgmma.mma_async m64nNk16 on sm_90: A [64, 16], B [16, N] (N a multiple of 8 up to 256),
+    C [64, N] (default +0). Returns D's bits [64, N]."""
+    a = _matrix(a, input_format, "a", (64, 16))
+    b = _matrix(b, input_format, "b")
+    if b.shape[0] != 16:
+        raise ValueError(f"wgmma: b must be [16, N], got {b.shape}")
+    n = b.shape[1]
+    c = np.zeros((64, n), storage_dtype(acc_format)) if c is None else _matrix(c, acc_format, "c", (64, n))
+    d = _bitexact._wgmma(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b.T).reshape(-1),
+                         np.ascontiguousarray(c).reshape(-1), n, input_format, acc_format)
+    return d.reshape(64, n)
+
+
+def _mufu(function, x, ftz):
+    bits = as_bits(x, "fp32", "x")
+    out = _bitexact._mufu(function + ("_ftz" if ftz else ""), np.ascontiguousarray(bits).reshape(-1))
+    return out.reshape(bits.shape)
+
+
+def ex2_approx(x, ftz=False):
+    """ex2.approx{.ftz}.f32 (MUFU.EX2, tables captured on an H200) on fp32 bit patterns."""
+    return _mufu("ex2_approx", x, ftz)
+
+
+def rcp_approx(x, ftz=False):
+    """rcp.approx{.ftz}.f32 (MUFU.RCP) on fp32 bit patterns."""
+    return _mufu("rcp_approx", x, ftz)
+
+
+def lg2_approx(x, ftz=False):
+    """lg2.approx{.ftz}.f32 (MUFU.LG2, tables captured on an H100) on fp32 bit patterns."""
+    return _mufu("lg2_approx", x, ftz)
+
+
+def cvt(instruction, x, lo=None):
+    """A GPU conversion by its PTX name, on fp32 bit patterns: cvt.rn.bf16.f32, cvt.rz.bf16.f32,
+    cvt.rn.satfinite.bf16.f32, cvt.rn.relu.bf16.f32, cvt.rn.f16.f32 (uint16 results), or the
+    packing cvt.rn.bf16x2.f32 and cvt.rn.f16x2.f32 (x lands in the upper half, lo in the lower; uint32)."""
+    bits = as_bits(x, "fp32", "x")
+    if lo is not None:
+        lo = as_bits(lo, "fp32", "lo")
+        if lo.shape != bits.shape:
+            raise ValueError(f"cvt: x is {bits.shape} and lo is {lo.shape}; they pack element by element")
+        lo = np.ascontiguousarray(lo).reshape(-1)
+    return _bitexact._cvt(instruction, np.ascontiguousarray(bits).reshape(-1), lo).reshape(bits.shape)
+
+
+# ---------------------------------------------------------------- attention
+
+ATTENTION_PRESETS = ("pytorch_sdpa_flash_sm90", "pytorch_sdpa_flash_sm90_stabilized",
+                     "pytorch_sdpa_flash_sm90_stabilized_across_blocks", "paper_reference",
+                     "paper_reference_stabilized", "paper_reference_fp64")
+
+
+def _attention_operands(q, k, v):
+    q, k, v = (as_bits(x, "bf16", name) for x, name in ((q, "q"), (k, "k"), (v, "v")))
+    if q.ndim not in (2, 4) or k.ndim != q.ndim or v.shape != k.shape:
+        raise ValueError(f"attention: expected q [B, H, N, d] and k, v [B, H, N_k, d] (or [N, d] and [N_k, d]), "
+                         f"got q {q.shape}, k {k.shape}, v {v.shape}")
+    if q.shape[:-2] != k.shape[:-2] or q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"attention: k {k.shape} does not match q {q.shape} in batch, heads or head dim")
+    return q, k, v
+
+
+def attention(q, k, v, *, preset="pytorch_sdpa_flash_sm90", causal=False, scale=None, splits=None, sm_count=132,
+              batch_heads=None, beta=2.0, eps=1e-3, autocast=True):
+    """The flash-attention forward pass as a preset computes it; (o, lse).
+
+    q [B, H, N, d], k and v [B, H, N_k, d] (or one head, [N, d]) of bf16 bits. o has q's
+    shape (bf16 bits), lse [B, H, N] (fp32 bits; .view(np.float32) for the numbers); for
+    paper_reference_fp64 both are float64. scale: the softmax scale (default PyTorch's
+    1/sqrt(d), or d ** -0.5 for the paper presets). GPU kernel presets only: splits (the
+    split-KV count instead of PyTorch's heuristic), sm_count, batch_heads=(B, H) of the call
+    the heads came from (the heuristic counts the whole call). beta, eps: the stabilized
+    presets' rule; autocast: the paper presets under torch.autocast (True) or not.
+    """
+    if preset not in ATTENTION_PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; the presets are {', '.join(ATTENTION_PRESETS)}")
+    q, k, v = _attention_operands(q, k, v)
+    n, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    if causal and n != n_k:
+        raise ValueError(f"attention: causal needs as many query rows as keys (PyTorch refuses otherwise); "
+                         f"q has {n}, k {n_k}")
+    batch, heads = q.shape[:2] if q.ndim == 4 else (1, 1)
+    flat = [np.ascontiguousarray(x).reshape(-1) for x in (q, k, v)]
+    o, lse = _bitexact._attention(*flat, batch, heads, n, n_k, d, causal, scale, splits, sm_count,
+                                  None if batch_heads is None else tuple(batch_heads), preset, beta, eps, autocast)
+    return o.reshape(q.shape), lse.reshape(q.shape[:-1])
+
+
+def attention_row(q, k, v, row, *, col=None, style="text", preset="pytorch_sdpa_flash_sm90", causal=False,
+                  scale=None, splits=None, sm_count=132, batch_heads=None, beta=2.0, eps=1e-3):
+    """One query row of one head ([N, d] operands) through a GPU kernel preset: a dict of the
+    row's intermediates, every K/V block in the order it ran (scores, P, bf16(P), the four row
+    sums, unnormalised O; bits), each split's end, and the row's o and lse. With col=, also
+    "steps": every rounding of O[row][col] as traces rendered in style (text, markdown, latex, json)."""
+    if preset not in ATTENTION_PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; the presets are {', '.join(ATTENTION_PRESETS)}")
+    q, k, v = _attention_operands(q, k, v)
+    if q.ndim != 2:
+        raise ValueError(f"attention_row takes one head: q [N, d], k and v [N_k, d]; got q {q.shape}")
+    flat = [np.ascontiguousarray(x).reshape(-1) for x in (q, k, v)]
+    return _bitexact._attention_row(*flat, q.shape[0], k.shape[0], q.shape[1], row, -1 if col is None else col,
+                                    causal, scale, splits, sm_count,
+                                    None if batch_heads is None else tuple(batch_heads), preset, beta, eps, style)

@@ -1,0 +1,138 @@
+"""Assertions for tests of kernels (pytest or any runner): compare result bits with
+expected bits or with a model, and on failure say what testing/check.hpp says in C++ —
+how many elements differ, the first index, both values decoded side by side, and the
+model's trace of that element.
+
+    from bitexact.testing import assert_matches_model
+    assert_matches_model(gpu_out, bitexact.add, a, b, format="bf16")
+"""
+
+import numpy as np
+
+import bitexact
+from bitexact import _bitexact
+
+__all__ = ["assert_bitexact", "assert_matches_model", "mismatch_report"]
+
+_INDICES_SHOWN = 20
+
+
+def _format_of(x, format):
+    if format is not None:
+        return bitexact.format_info(format)[0]
+    if bitexact._is_torch_tensor(x):
+        return bitexact.from_torch(x)[1]
+    raise ValueError("name the format of the arrays with format= (a uint16 array could hold bf16 or fp16); "
+                     "only PyTorch tensors of a floating dtype carry their own")
+
+
+def _nan_mask(bits, format):
+    _, width, exponent_bits, fraction_bits, _ = bitexact.format_info(format)
+    bits = bits.astype(np.uint32)
+    exponent = (bits >> fraction_bits) & ((1 << exponent_bits) - 1)
+    fraction = bits & ((1 << fraction_bits) - 1)
+    all_ones = exponent == (1 << exponent_bits) - 1
+    if format == "e4m3":  # E4M3FN: the one NaN per sign has every fraction bit set
+        return all_ones & (fraction == (1 << fraction_bits) - 1)
+    return all_ones & (fraction != 0)
+
+
+def mismatch_report(actual, expected, format, any_nan=False):
+    """(count compared, indices of the mismatching elements in C order, actual bits, expected bits), flat."""
+    got = bitexact.as_bits(actual, format, "actual")
+    want = bitexact.as_bits(expected, format, "expected")
+    if got.shape != want.shape:
+        raise AssertionError(f"shapes differ: actual {got.shape}, expected {want.shape}")
+    got, want = got.reshape(-1), want.reshape(-1)
+    differ = got != want
+    if any_nan:
+        differ &= ~(_nan_mask(got, format) & _nan_mask(want, format))
+    return got.size, np.flatnonzero(differ), got, want
+
+
+def _message(compared, indices, got, want, format, shape, subject, trace_text):
+    first = int(indices[0])
+    position = np.unravel_index(first, shape) if len(shape) > 1 else (first,)
+    shown = " ".join(str(int(i)) for i in indices[:_INDICES_SHOWN])
+    more = f" ... ({len(indices) - _INDICES_SHOWN} more)" if len(indices) > _INDICES_SHOWN else ""
+    lines = [f"{len(indices)} of {compared} elements differ from {subject}; first at index {first}"
+             f"{' ' + str(tuple(int(p) for p in position)) if len(shape) > 1 else ''}",
+             f"indices: {shown}{more}",
+             _bitexact._side_by_side(format, int(got[first]), int(want[first])).rstrip("\n")]
+    if trace_text:
+        lines.append(f"model trace of element {first}:\n{trace_text}")
+    return "\n".join(lines)
+
+
+def assert_bitexact(actual, expected, *, format=None, any_nan=False):
+    """Assert that two arrays (NumPy bit patterns, or PyTorch tensors) hold the same bits.
+
+    format: the arrays' format (taken from a tensor's dtype when omitted). any_nan:
+    count any NaN against any NaN as a match (payloads differ between hardware).
+    Returns the number of elements compared.
+    """
+    format = _format_of(actual, format)
+    compared, indices, got, want = mismatch_report(actual, expected, format, any_nan)
+    if len(indices):
+        shape = bitexact.as_bits(actual, format).shape
+        raise AssertionError(_message(compared, indices, got, want, format, shape, "the expected bits", None))
+    return compared
+
+
+# The keywords of bitexact's elementwise operations that bitexact.trace takes too.
+_TRACE_KEYWORDS = ("rounding", "tininess", "ftz", "daz", "nans")
+
+
+def _mma_steps(model, inputs, keywords, index, shape):
+    row, col = divmod(index, shape[1])
+    options = {key: keywords[key] for key in ("input_format", "acc_format", "arch") if key in keywords}
+    steps = bitexact.mma_trace(*inputs, row=row, col=col, **options)
+    return "\n".join(f"step {i + 1} of {len(steps)} (D[{row}][{col}]):\n{step.text}" for i, step in enumerate(steps))
+
+
+def _element_trace(model, inputs, keywords, index, shape):
+    """The trace of one element of a bitexact operation (elementwise, mma, wgmma), or why there is none."""
+    if model is bitexact.mma or model is bitexact.wgmma:
+        return _mma_steps(model, inputs, keywords, index, shape)
+    op = getattr(model, "traced_op", None)
+    if op is None:
+        return f"(none: {getattr(model, '__name__', model)!r} is not one of bitexact's elementwise operations)"
+    formats = keywords.get("format")
+    formats = (formats,) * len(inputs) if isinstance(formats, str) else tuple(formats)
+    operands = []
+    for x, f in zip(inputs, formats):
+        bits = np.broadcast_to(bitexact.as_bits(x, f), shape)
+        operands.append(bitexact.Value(int(bits.reshape(-1)[index]), f))
+    trace_keywords = {key: keywords[key] for key in _TRACE_KEYWORDS if key in keywords}
+    if keywords.get("random_bits") is not None:
+        trace_keywords["random_bits"] = int(np.broadcast_to(keywords["random_bits"], shape).reshape(-1)[index])
+    return bitexact.trace(op, *operands, to=keywords.get("result_format"), **trace_keywords).text
+
+
+def assert_matches_model(actual, model, *inputs, actual_format=None, any_nan=False, **model_keywords):
+    """Assert that actual holds, bit for bit, what model(*inputs, **model_keywords) computes.
+
+    model: a bitexact operation (add, mul, fma, convert, mma, ...) or any function returning
+    bit patterns (or (bits, flags)). The format of actual is actual_format, else the model's
+    result_format or format keyword, else a tensor's dtype. On failure the message names the
+    count of mismatching elements, the first index, both values side by side, and, for
+    bitexact's elementwise operations, mma and wgmma, the model's trace of that element.
+    Returns the number of elements compared.
+    """
+    expected = model(*inputs, **model_keywords)
+    if isinstance(expected, tuple):
+        expected = expected[0]
+    format = actual_format or model_keywords.get("result_format")
+    if format is None and isinstance(model_keywords.get("format"), str):
+        format = model_keywords["format"]
+    if format is None and "acc_format" in model_keywords:
+        format = model_keywords["acc_format"]
+    if format is None and getattr(model, "__name__", "") in ("mma", "wgmma"):
+        format = "fp32"
+    format = _format_of(actual, format)
+    compared, indices, got, want = mismatch_report(actual, expected, format, any_nan)
+    if len(indices):
+        shape = np.shape(expected)
+        explanation = _element_trace(model, inputs, model_keywords, int(indices[0]), shape)
+        raise AssertionError(_message(compared, indices, got, want, format, shape, "the model", explanation))
+    return compared

@@ -1,0 +1,283 @@
+// The flash-attention emulator and its presets over arrays, one query row's
+// intermediates, and one output element's every rounding as traces.
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <bitexact/attention/explain.hpp>
+#include <bitexact/attention/flash_forward.hpp>
+#include <bitexact/attention/paper_reference.hpp>
+#include <bitexact/trace/render.hpp>
+
+#include "binding.hpp"
+
+namespace bitexact::python {
+namespace {
+
+using attention::attention_shape;
+using attention::flash_kernel;
+
+// The presets, as the `bitexact attention` command names them.
+enum class preset { flash, flash_stabilized, flash_stabilized_across, paper, paper_stabilized, paper_fp64 };
+
+preset preset_named(std::string_view name) {
+  if (name == "pytorch_sdpa_flash_sm90") return preset::flash;
+  if (name == "pytorch_sdpa_flash_sm90_stabilized") return preset::flash_stabilized;
+  if (name == "pytorch_sdpa_flash_sm90_stabilized_across_blocks") return preset::flash_stabilized_across;
+  if (name == "paper_reference") return preset::paper;
+  if (name == "paper_reference_stabilized") return preset::paper_stabilized;
+  if (name == "paper_reference_fp64") return preset::paper_fp64;
+  throw std::invalid_argument("unknown preset " + quoted_input(name) +
+                              "; the presets are: pytorch_sdpa_flash_sm90, pytorch_sdpa_flash_sm90_stabilized, "
+                              "pytorch_sdpa_flash_sm90_stabilized_across_blocks, paper_reference, "
+                              "paper_reference_stabilized, paper_reference_fp64");
+}
+
+bool models_the_gpu_kernel(preset p) {
+  return p == preset::flash || p == preset::flash_stabilized || p == preset::flash_stabilized_across;
+}
+
+// Everything a call chooses besides its tensors (the keyword arguments of bitexact.attention).
+struct attention_options {
+  preset which = preset::flash;
+  attention_shape shape;         // the tensors' own: batch, heads, rows, keys, head dim, causal
+  attention_shape call_shape;    // the call the split heuristic saw (batch_heads), else shape
+  std::optional<double> scale;
+  std::optional<int> splits;
+  int sm_count = 132;
+  attention::stabilized_max rule;
+  bool autocast = true;
+};
+
+// The tiles pytorch_sdpa_flash_sm90 uses for a split count: the split kernel's when it splits
+// (as the command's --splits sets them).
+void set_split_count(flash_kernel& kernel, int head_dim, int splits) {
+  kernel.splits = splits;
+  kernel.block_m = splits > 1 ? 64 : 128;
+  kernel.block_n = splits > 1 ? (head_dim == 64 ? 256 : 128) : (head_dim == 64 ? 128 : 64);
+}
+
+flash_kernel kernel_of(const attention_options& options) {
+  const std::optional<float32> scale =
+      options.scale ? std::optional<float32>(from_double<fp32>(*options.scale).result) : std::nullopt;
+  flash_kernel kernel = attention::pytorch_sdpa_flash_sm90(options.call_shape, scale, options.sm_count);
+  if (options.which == preset::flash_stabilized) kernel.stabilize = options.rule;
+  if (options.which == preset::flash_stabilized_across) {
+    kernel.stabilize = options.rule;
+    kernel.stabilize->across_blocks = true;
+  }
+  if (options.splits) {
+    if (*options.splits < 1 || *options.splits > 128)
+      throw std::invalid_argument("splits must be from 1 to 128, not " + std::to_string(*options.splits));
+    set_split_count(kernel, options.shape.head_dim, *options.splits);
+  }
+  return kernel;
+}
+
+attention::paper_flash paper_of(const attention_options& options) {
+  attention::paper_flash paper = attention::paper_reference(options.shape, options.scale);
+  paper.autocast = options.autocast;
+  if (options.which == preset::paper_stabilized) paper.stabilize = options.rule;
+  return paper;
+}
+
+attention_options options_of(std::string_view preset_name, int batch, int heads, int query_rows, int key_rows,
+                             int head_dim, bool causal, std::optional<double> scale, std::optional<int> splits,
+                             int sm_count, std::optional<std::pair<int, int>> batch_heads, double beta,
+                             double epsilon, bool autocast) {
+  attention_options o;
+  o.which = preset_named(preset_name);
+  o.shape = {1, 1, query_rows, key_rows, head_dim, causal};
+  o.call_shape = {batch, heads, query_rows, key_rows, head_dim, causal};
+  if (batch_heads) {
+    if (static_cast<long long>(batch_heads->first) * batch_heads->second < static_cast<long long>(batch) * heads)
+      throw std::invalid_argument("batch_heads is fewer heads than the tensors hold; give the B and H of the call "
+                                  "the heads came from");
+    o.call_shape.batch = batch_heads->first;
+    o.call_shape.heads = batch_heads->second;
+  }
+  o.scale = scale;
+  o.splits = splits;
+  o.sm_count = sm_count;
+  o.rule = {from_double<fp32>(beta).result, from_double<fp32>(epsilon).result};
+  o.autocast = autocast;
+  if (!models_the_gpu_kernel(o.which) && (splits || batch_heads))
+    throw std::invalid_argument("splits and batch_heads choose the GPU kernel's split-KV path; preset " +
+                                std::string(preset_name) + " has none");
+  return o;
+}
+
+// q [heads][query_rows][head_dim], k and v [heads][key_rows][head_dim], flat:
+// (o, lse) as bf16 and fp32 bit patterns, or as doubles for paper_reference_fp64.
+py::tuple attention_call(const py::array& q, const py::array& k, const py::array& v, int batch, int heads,
+                         int query_rows, int key_rows, int head_dim, bool causal, std::optional<double> scale,
+                         std::optional<int> splits, int sm_count, std::optional<std::pair<int, int>> batch_heads,
+                         std::string_view preset_name, double beta, double epsilon, bool autocast) {
+  const attention_options options = options_of(preset_name, batch, heads, query_rows, key_rows, head_dim, causal,
+                                               scale, splits, sm_count, batch_heads, beta, epsilon, autocast);
+  const std::size_t head_count = static_cast<std::size_t>(batch) * static_cast<std::size_t>(heads);
+  const std::size_t q_head = static_cast<std::size_t>(query_rows) * static_cast<std::size_t>(head_dim);
+  const std::size_t kv_head = static_cast<std::size_t>(key_rows) * static_cast<std::size_t>(head_dim);
+  const std::span<const bfloat16> qs(values_of<bf16>(q, "q", head_count * q_head), head_count * q_head);
+  const std::span<const bfloat16> ks(values_of<bf16>(k, "k", head_count * kv_head), head_count * kv_head);
+  const std::span<const bfloat16> vs(values_of<bf16>(v, "v", head_count * kv_head), head_count * kv_head);
+  const std::size_t rows = static_cast<std::size_t>(query_rows);
+  const auto head = [&](std::span<const bfloat16> all, std::size_t h, std::size_t size) { return all.subspan(h * size, size); };
+
+  if (options.which == preset::paper_fp64) {
+    py::array_t<double> o(static_cast<py::ssize_t>(head_count * q_head)), lse(static_cast<py::ssize_t>(head_count * rows));
+    const std::span<double> os(o.mutable_data(), head_count * q_head), ls(lse.mutable_data(), head_count * rows);
+    {
+      py::gil_scoped_release unlocked;
+      for (std::size_t h = 0; h < head_count; ++h)
+        attention::paper_reference_fp64_head(options.shape, options.scale, head(qs, h, q_head), head(ks, h, kv_head),
+                                             head(vs, h, kv_head), os.subspan(h * q_head, q_head),
+                                             ls.subspan(h * rows, rows));
+    }
+    return py::make_tuple(o, lse);
+  }
+  auto o = new_values<bf16>(head_count * q_head);
+  auto lse = new_values<fp32>(head_count * rows);
+  const std::span<bfloat16> os(writable_values_of<bf16>(o), head_count * q_head);
+  const std::span<float32> ls(writable_values_of<fp32>(lse), head_count * rows);
+  if (models_the_gpu_kernel(options.which)) {
+    const flash_kernel kernel = kernel_of(options);
+    ptx::mufu_tables::shared();  // loads the tables (or throws) while the GIL is held
+    py::gil_scoped_release unlocked;
+    for (std::size_t h = 0; h < head_count; ++h)
+      attention::flash_forward_head(kernel, options.shape, head(qs, h, q_head), head(ks, h, kv_head),
+                                    head(vs, h, kv_head), os.subspan(h * q_head, q_head), ls.subspan(h * rows, rows));
+  } else {
+    const attention::paper_flash paper = paper_of(options);
+    py::gil_scoped_release unlocked;
+    for (std::size_t h = 0; h < head_count; ++h)
+      attention::paper_forward_head(paper, options.shape, head(qs, h, q_head), head(ks, h, kv_head),
+                                    head(vs, h, kv_head), os.subspan(h * q_head, q_head), ls.subspan(h * rows, rows));
+  }
+  return py::make_tuple(o, lse);
+}
+
+template <format F>
+py::array bits_array(const std::vector<value<F>>& values) {
+  auto out = new_values<F>(values.size());
+  std::copy(values.begin(), values.end(), writable_values_of<F>(out));
+  return py::array(out);
+}
+
+template <std::size_t N>
+py::array bits_array(const std::array<float32, N>& values) {
+  return bits_array(std::vector<float32>(values.begin(), values.end()));
+}
+
+py::dict row_dict(const attention::row_record& record) {
+  py::list blocks;
+  for (const attention::row_block& b : record.blocks) {
+    py::dict block;
+    block["split"] = b.split;
+    block["block"] = b.block;
+    block["first_key"] = b.first_key;
+    block["block_max"] = b.block_max.bits;
+    block["running_max"] = b.running_max.bits;
+    block["alpha"] = b.alpha ? py::object(py::int_(b.alpha->bits)) : py::none();
+    block["ties"] = b.ties;
+    block["scores"] = bits_array(b.scores);
+    block["p"] = bits_array(b.p);
+    block["p_bf16"] = bits_array(b.p_bf16);
+    block["sums"] = bits_array(b.sums);
+    block["o"] = bits_array(b.o);
+    blocks.append(block);
+  }
+  py::list splits;
+  for (const attention::row_split_end& s : record.splits) {
+    py::dict end;
+    end["ran"] = s.ran;
+    end["sum"] = s.sum.bits;
+    end["inverse"] = s.inverse.bits;
+    end["lse"] = s.lse.bits;
+    end["o"] = bits_array(s.o);
+    splits.append(end);
+  }
+  py::dict row;
+  row["row"] = record.row;
+  row["block_n"] = record.block_n;
+  row["blocks"] = blocks;
+  row["splits"] = splits;
+  row["o"] = bits_array(record.o);
+  row["lse"] = record.lse.bits;
+  return row;
+}
+
+constexpr std::string_view step_kind_name(attention::traced_step::kind kind) {
+  switch (kind) {
+    case attention::traced_step::kind::rescale: return "rescale";
+    case attention::traced_step::kind::tensor_core: return "tensor_core";
+    case attention::traced_step::kind::normalize: return "normalize";
+    case attention::traced_step::kind::combine: return "combine";
+    case attention::traced_step::kind::to_bf16: return "to_bf16";
+  }
+  return "?";
+}
+
+// One head's query row through the GPU kernel presets: its intermediates as a
+// dict, and with col >= 0 the traced steps of O[row][col] rendered in style.
+py::dict attention_row(const py::array& q, const py::array& k, const py::array& v, int query_rows, int key_rows,
+                       int head_dim, int row, int col, bool causal, std::optional<double> scale,
+                       std::optional<int> splits, int sm_count, std::optional<std::pair<int, int>> batch_heads,
+                       std::string_view preset_name, double beta, double epsilon, std::string_view style_name) {
+  const attention_options options = options_of(preset_name, 1, 1, query_rows, key_rows, head_dim, causal, scale,
+                                               splits, sm_count, batch_heads, beta, epsilon, true);
+  if (!models_the_gpu_kernel(options.which))
+    throw std::invalid_argument("attention_row records the GPU kernel's arithmetic (the pytorch_sdpa_flash_sm90 "
+                                "presets), not " + std::string(preset_name) + "'s");
+  const auto style = output_style_from_name(style_name);
+  if (!style) throw std::invalid_argument("unknown style " + quoted_input(style_name) + "; expected text, markdown, latex or json");
+  const std::size_t q_size = static_cast<std::size_t>(query_rows) * static_cast<std::size_t>(head_dim);
+  const std::size_t kv_size = static_cast<std::size_t>(key_rows) * static_cast<std::size_t>(head_dim);
+  const std::span<const bfloat16> qs(values_of<bf16>(q, "q", q_size), q_size);
+  const std::span<const bfloat16> ks(values_of<bf16>(k, "k", kv_size), kv_size);
+  const std::span<const bfloat16> vs(values_of<bf16>(v, "v", kv_size), kv_size);
+  const flash_kernel kernel = kernel_of(options);
+  ptx::mufu_tables::shared();
+  attention::row_record record;
+  attention::element_trace element;
+  std::vector<std::string> rendered;
+  {
+    py::gil_scoped_release unlocked;
+    record = attention::record_row(kernel, options.shape, qs, ks, vs, row);
+    if (col >= 0) element = attention::trace_output_element(kernel, options.shape, record, vs, col);
+    for (const attention::traced_step& step : element.steps) rendered.push_back(render(step.record, *style));
+  }
+  py::dict out = row_dict(record);
+  if (col >= 0) {
+    py::list steps;
+    for (std::size_t i = 0; i < element.steps.size(); ++i) {
+      const attention::traced_step& step = element.steps[i];
+      py::dict s;
+      s["kind"] = std::string(step_kind_name(step.what));
+      s["split"] = step.split;
+      s["block"] = step.block;
+      s["first_key"] = step.first_key;
+      s["trace"] = rendered[i];
+      steps.append(s);
+    }
+    out["col"] = col;
+    out["steps"] = steps;
+  }
+  return out;
+}
+
+}  // namespace
+
+void register_attention(py::module_& m) {
+  m.def("_attention", &attention_call, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("batch"), py::arg("heads"),
+        py::arg("query_rows"), py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"), py::arg("scale"),
+        py::arg("splits"), py::arg("sm_count"), py::arg("batch_heads"), py::arg("preset"), py::arg("beta"),
+        py::arg("epsilon"), py::arg("autocast"));
+  m.def("_attention_row", &attention_row, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("query_rows"),
+        py::arg("key_rows"), py::arg("head_dim"), py::arg("row"), py::arg("col"), py::arg("causal"),
+        py::arg("scale"), py::arg("splits"), py::arg("sm_count"), py::arg("batch_heads"), py::arg("preset"),
+        py::arg("beta"), py::arg("epsilon"), py::arg("style"));
+}
+
+}  // namespace bitexact::python

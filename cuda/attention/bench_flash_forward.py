@@ -22,11 +22,6 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 import torch.nn.functional as F
 
 here = os.path.dirname(os.path.abspath(__file__))
-if "BITEXACT_FLASH_LIBRARY" not in os.environ:
-    os.environ["BITEXACT_FLASH_LIBRARY"] = "/tmp/libbitexact_flash_attention.so"
-    subprocess.run(["nvcc", "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Xcompiler", "-fPIC",
-                    "-shared", os.path.join(here, "flash_forward.cu"), "-o", os.environ["BITEXACT_FLASH_LIBRARY"]],
-                   check=True)
 sys.path.insert(0, here)
 import bitexact_flash  # noqa: E402
 

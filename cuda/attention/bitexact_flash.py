@@ -16,11 +16,14 @@ tensors [B, H, N, d] with d 64 or 128, no mask other than causal, no dropout.
 
 The shared library is the CMake target bitexact_flash_attention; this module
 loads $BITEXACT_FLASH_LIBRARY, else build*/cuda/libbitexact_flash_attention.so
-of the repository, else compiles flash_forward.cu with nvcc once into
-~/.cache/bitexact. Importing it needs PyTorch; nothing else in the project does.
+of the repository when it is not older than flash_forward.cu, else compiles
+flash_forward.cu with nvcc once into ~/.cache/bitexact (named by the source's
+hash, so an edited kernel is compiled again). Importing it needs PyTorch;
+nothing else in the project does.
 """
 import ctypes
 import glob
+import hashlib
 import math
 import os
 import subprocess
@@ -34,17 +37,21 @@ def _library_path():
     explicit = os.environ.get("BITEXACT_FLASH_LIBRARY")
     if explicit:
         return explicit
-    built = sorted(glob.glob(os.path.join(_here, "..", "..", "build*", "cuda", "libbitexact_flash_attention.so")))
-    if built:
-        return built[0]
     source = os.path.join(_here, "flash_forward.cu")
+    # A CMake build of this very source (not one older than it), else our own nvcc build of it.
+    built = sorted(glob.glob(os.path.join(_here, "..", "..", "build*", "cuda", "libbitexact_flash_attention.so")))
+    fresh = [path for path in built if os.path.getmtime(path) >= os.path.getmtime(source)]
+    if fresh:
+        return fresh[0]
+    digest = hashlib.sha256(open(source, "rb").read()).hexdigest()[:16]
     cache = os.path.join(os.path.expanduser("~"), ".cache", "bitexact")
-    path = os.path.join(cache, f"libbitexact_flash_attention_{int(os.path.getmtime(source))}.so")
+    path = os.path.join(cache, f"libbitexact_flash_attention_{digest}.so")
     if not os.path.exists(path):
         os.makedirs(cache, exist_ok=True)
         nvcc = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
         subprocess.run([nvcc, "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Xcompiler", "-fPIC",
-                        "-shared", source, "-o", path], check=True)
+                        "-shared", source, "-o", path + ".part"], check=True)
+        os.replace(path + ".part", path)
     return path
 
 

@@ -17,6 +17,7 @@ int trace_command(const arguments& args);
 int eval_command(const arguments& args);
 int demo_command(const arguments& args);
 int attention_command(const arguments& args);
+int bias_command(const arguments& args);
 }  // namespace bitexact::cli
 
 namespace {
@@ -35,6 +36,8 @@ constexpr std::string_view top_help =
     "  eval FUNCTION          evaluate Berkeley TestFloat lines from stdin (f32_add, bf16_mul, ...)\n"
     "  demo                   the paper's Section 3.3.2 example and bf16 accumulation bias\n"
     "  attention Q K V        PyTorch's flash-attention forward on .npy heads, bit for bit\n"
+    "  bias mechanism         the paper's P-bar V rounding bias on one row: cumulative error\n"
+    "                         along the keys, paper's arithmetic vs the GPU kernel's (CSV, SVG)\n"
     "\n"
     "  bitexact COMMAND --help   help on one command (also: bitexact help COMMAND)\n"
     "  bitexact --version        the version\n"
@@ -57,9 +60,9 @@ int run(std::string_view command, const bitexact::cli::arguments& rest) {
   using namespace bitexact::cli;
   if (command == "--help" || command == "-h" || command == "help") {
     const bool one_command = rest.size() == 1 && (rest[0] == "trace" || rest[0] == "eval" || rest[0] == "demo" ||
-                                                    rest[0] == "attention");
+                                                    rest[0] == "attention" || rest[0] == "bias");
     if (one_command) return run(rest.front(), {"--help"});
-    if (!rest.empty()) fail("help takes at most one COMMAND (trace, eval, demo or attention), not " + quoted_input(rest.front()));
+    if (!rest.empty()) fail("help takes at most one COMMAND (trace, eval, demo, attention or bias), not " + quoted_input(rest.front()));
     std::fputs(top_help.data(), stdout);
     return 0;
   }
@@ -72,7 +75,8 @@ int run(std::string_view command, const bitexact::cli::arguments& rest) {
   if (command == "eval") return eval_command(rest);
   if (command == "demo") return demo_command(rest);
   if (command == "attention") return attention_command(rest);
-  fail("unknown command " + quoted_input(command) + "; expected trace, eval, demo or attention (bitexact --help)");
+  if (command == "bias") return bias_command(rest);
+  fail("unknown command " + quoted_input(command) + "; expected trace, eval, demo, attention or bias (bitexact --help)");
 }
 
 }  // namespace

@@ -502,3 +502,35 @@ bitexact_cli_test(attention_error_batch_heads_too_few RC 2 ARGS attention ${atte
   ERROR_CONTAINS "--batch-heads 1,1 is 1 heads, but the files hold 2")
 bitexact_cli_test(attention_error_two_files RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ONE_LINE_ERROR
   ERROR_CONTAINS "expected three .npy files, Q K V, but got 2")
+# --- bias mechanism: the paper's P-bar V rounding bias on one constructed row (docs/bias.md) ----
+bitexact_cli_test(bias_help ARGS bias mechanism --help CONTAINS "usage: bitexact bias mechanism"
+  "the exact sum (rationals) of the same semantics' own")
+bitexact_cli_test(bias_help_command ARGS help bias CONTAINS "usage: bitexact bias mechanism")
+# 16 ties evenly spaced over 1024 keys: 2 in each 128-key kernel block and 8 in each 512-key paper block,
+# so both stabilized passes raise every block's max and no P-bar is 1.
+bitexact_cli_test(bias_mechanism_default ARGS bias mechanism --csv ${BITEXACT_CLI_DATA}/bias_mechanism.csv
+  --svg ${BITEXACT_CLI_DATA}/bias_mechanism.svg
+  CONTAINS "standard   P-bar = 1 at 16 keys" "stabilized P-bar = 1 at 0 keys"
+  "paper_reference, standard: the addition with the largest jump"
+  "pytorch_sdpa_flash_sm90, standard: the fused step with the largest jump" "fused multiply-add step: 16 products")
+# 8 ties, one in each kernel block: the per-block rule never sees two, so all 8 keep P-bar = 1 in the
+# kernel's stabilized pass, while each 512-key paper block holds 4 and the paper's rule removes them.
+bitexact_cli_test(bias_mechanism_ties_across_blocks ARGS bias mechanism --ties 8 --max -4
+  CONTAINS "8 tied at the max -4" "stabilized P-bar = 1 at 8 keys" "stabilized P-bar = 1 at 0 keys")
+bitexact_cli_test(bias_error_no_analysis RC 2 ARGS bias ONE_LINE_ERROR ERROR_CONTAINS "expected an analysis")
+bitexact_cli_test(bias_error_unknown_analysis RC 2 ARGS bias drift ONE_LINE_ERROR ERROR_CONTAINS "unknown analysis 'drift'")
+bitexact_cli_test(bias_error_ties_zero RC 2 ARGS bias mechanism --ties 0 ONE_LINE_ERROR
+  ERROR_CONTAINS "--ties expects an integer from 1 to --keys")
+bitexact_cli_test(bias_error_tie_twice RC 2 ARGS bias mechanism --tie-positions 5,9,5 ONE_LINE_ERROR
+  ERROR_CONTAINS "names a key twice")
+bitexact_cli_test(bias_error_tie_outside RC 2 ARGS bias mechanism --keys 64 --tie-positions 64 ONE_LINE_ERROR
+  ERROR_CONTAINS "--tie-positions expects distinct keys from 0")
+bitexact_cli_test(bias_error_both_tie_options RC 2 ARGS bias mechanism --ties 3 --tie-positions 1,2 ONE_LINE_ERROR
+  ERROR_CONTAINS "give one")
+bitexact_cli_test(bias_error_max_not_bf16 RC 2 ARGS bias mechanism --max 1.001 ONE_LINE_ERROR
+  ERROR_CONTAINS "--max expects a bf16 value" "the nearest bf16 is 1")
+bitexact_cli_test(bias_error_gaps RC 2 ARGS bias mechanism --gap-min 9 --gap-max 3 ONE_LINE_ERROR
+  ERROR_CONTAINS "--gap-max 3 is below --gap-min 9")
+bitexact_cli_test(bias_error_keys RC 2 ARGS bias mechanism --keys 8 ONE_LINE_ERROR
+  ERROR_CONTAINS "--keys expects an integer from 16 to 65536")
+bitexact_cli_test(bias_error_unknown_option RC 2 ARGS bias mechanism --colour 3 ONE_LINE_ERROR)

@@ -191,7 +191,8 @@ class paper_row {
     max_ = nan_maximum(block_max_, previous_max);
     compute_p();
     compute_pv();
-    rescale_and_add(exp_of(stored_bf16(sub<fp32>(previous_max, max_))));
+    alpha_ = exp_of(stored_bf16(sub<fp32>(previous_max, max_)));
+    rescale_and_add(alpha_);
     return true;
   }
 
@@ -216,6 +217,12 @@ class paper_row {
   std::span<const float32> p_fp32() const { return p_fp32_; }
   std::span<const bfloat16> p() const { return p_; }
   std::span<const bfloat16> pv() const { return pv_; }
+  // P V's fp32 sums before their rounding to bf16, and the factor the O kept
+  // from earlier blocks was multiplied by before P V was added to it (exp of
+  // -bf16_max minus the max, 0 or tiny, for the first block): what a replay of
+  // one element's accumulation needs to check itself against.
+  std::span<const float32> pv_fp32() const { return pv_sums_; }
+  float32 alpha() const { return alpha_; }
   // The running state after it.
   bfloat16 running_max() const { return max_; }
   bfloat16 running_sum() const { return sum_; }
@@ -314,6 +321,7 @@ class paper_row {
   std::vector<bfloat16> o_;  // the unnormalised output, bf16 between blocks
   int first_key_ = 0, next_key_ = 0;  // the last block run: keys [first_key_, next_key_)
   bfloat16 block_max_{};
+  float32 alpha_{};
   int ties_ = 0;
   std::vector<bfloat16> scores_, p_, pv_;
   std::vector<float32> p_fp32_;

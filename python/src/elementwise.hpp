@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,6 +61,22 @@ flags each_element(const elementwise_call& call, value<R>* out, One&& one, Whole
   if (call.random_bits || call.element_flags) return each_element<R>(call, out, std::forward<One>(one));
   py::gil_scoped_release unlocked;
   return whole(call.env);
+}
+
+// A two-operand function over arrays: a and b read as the call's operand
+// formats, z a new result array; body(r_tag, a, b, z) fills z and returns the
+// ORed flags.
+template <class Body>
+py::tuple two_operand_arrays(const std::vector<py::array>& operands, const std::vector<format>& formats, format result,
+                             const elementwise_call& call, Body&& body) {
+  return with_operation_formats(formats[0], formats[1], result, [&](auto a_tag, auto b_tag, auto r_tag) {
+    constexpr format A = decltype(a_tag)::fmt, B = decltype(b_tag)::fmt, R = decltype(r_tag)::fmt;
+    const std::span<const value<A>> a(values_of<A>(operands[0], "a", call.count), call.count);
+    const std::span<const value<B>> b(values_of<B>(operands[1], "b", call.count), call.count);
+    auto out = new_values<R>(call.count);
+    const std::span<value<R>> z(writable_values_of<R>(out), call.count);
+    return elementwise_result(out, body(r_tag, a, b, z), call);
+  });
 }
 
 // The operations, one translation unit per group: each instantiates them for

@@ -9,21 +9,14 @@ namespace bitexact::python {
 
 py::tuple run_mul_div(operation op, const operand_arrays& operands, const operand_formats& formats, format result,
                       const elementwise_call& call) {
-  return with_operation_formats(formats[0], formats[1], result, [&](auto a_tag, auto b_tag, auto r_tag) {
-    constexpr format A = decltype(a_tag)::fmt, B = decltype(b_tag)::fmt, R = decltype(r_tag)::fmt;
-    const std::span<const value<A>> a(values_of<A>(operands[0], "a", call.count), call.count);
-    const std::span<const value<B>> b(values_of<B>(operands[1], "b", call.count), call.count);
-    auto out = new_values<R>(call.count);
-    const std::span<value<R>> z(writable_values_of<R>(out), call.count);
-    flags raised;
+  return two_operand_arrays(operands, formats, result, call, [&](auto r_tag, auto a, auto b, auto z) {
+    constexpr format R = decltype(r_tag)::fmt;
     if (op == operation::mul)
-      raised = each_element<R>(
+      return each_element<R>(
           call, z.data(), [&](std::size_t i, const environment& env) { return mul<R>(a[i], b[i], env); },
           [&](const environment& env) { return mul_each<R>(a, b, z, env); });
-    else
-      raised = each_element<R>(call, z.data(),
-                               [&](std::size_t i, const environment& env) { return div<R>(a[i], b[i], env); });
-    return elementwise_result(out, raised, call);
+    return each_element<R>(call, z.data(),
+                           [&](std::size_t i, const environment& env) { return div<R>(a[i], b[i], env); });
   });
 }
 

@@ -423,16 +423,21 @@ def _matrix(x, format, name, shape=None):
     return bits
 
 
-def mma(a, b, c=None, *, input_format="bf16", acc_format="fp32", arch="sm_90"):
-    """D = A B + C as the tensor cores compute it, for A [M, K], B [K, N], C [M, N] of any sizes
-    (C defaults to +0): each output the unit's chain of fused steps over k (16 products a step on
-    sm_90, 8 on sm_80), each step's rounded result the next one's C. Returns D's bits [M, N]."""
+def _mma_operands(a, b, input_format, caller):
+    """A [M, K] and B [K, N] as bit-pattern matrices, with M, N and K."""
     a = _matrix(a, input_format, "a")
     b = _matrix(b, input_format, "b")
     m, k = a.shape
     if b.shape[0] != k:
-        raise ValueError(f"mma: a is {a.shape} and b is {b.shape}; b needs {k} rows")
-    n = b.shape[1]
+        raise ValueError(f"{caller}: a is {a.shape} and b is {b.shape}; b needs {k} rows")
+    return a, b, m, b.shape[1], k
+
+
+def mma(a, b, c=None, *, input_format="bf16", acc_format="fp32", arch="sm_90"):
+    """D = A B + C as the tensor cores compute it, for A [M, K], B [K, N], C [M, N] of any sizes
+    (C defaults to +0): each output the unit's chain of fused steps over k (16 products a step on
+    sm_90, 8 on sm_80), each step's rounded result the next one's C. Returns D's bits [M, N]."""
+    a, b, m, n, k = _mma_operands(a, b, input_format, "mma")
     c = np.zeros((m, n), storage_dtype(acc_format)) if c is None else _matrix(c, acc_format, "c", (m, n))
     d = _bitexact._mma(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b.T).reshape(-1),
                        np.ascontiguousarray(c).reshape(-1), m, n, k, input_format, acc_format, arch)
@@ -442,12 +447,7 @@ def mma(a, b, c=None, *, input_format="bf16", acc_format="fp32", arch="sm_90"):
 def mma_trace(a, b, c=None, *, row, col, input_format="bf16", acc_format="fp32", arch="sm_90"):
     """The fused steps that compute D[row][col] of mma(a, b, c), each a Trace (terms, e_max,
     truncation, the exact sum and its one rounding), in the order the unit runs them."""
-    a = _matrix(a, input_format, "a")
-    b = _matrix(b, input_format, "b")
-    m, k = a.shape
-    if b.shape[0] != k:
-        raise ValueError(f"mma_trace: a is {a.shape} and b is {b.shape}; b needs {k} rows")
-    n = b.shape[1]
+    a, b, m, n, k = _mma_operands(a, b, input_format, "mma_trace")
     if not (0 <= row < m and 0 <= col < n):
         raise ValueError(f"mma_trace: element ({row}, {col}) is outside D's {m} x {n}")
     addend = 0 if c is None else int(_matrix(c, acc_format, "c", (m, n))[row, col])

@@ -1,7 +1,9 @@
 // `bitexact trace OP OPERANDS...`: run one operation with a trace recorder
 // attached and render its record.
 #include <cstdio>
+#include <fstream>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 
 #include "cli.hpp"
 #include "dispatch.hpp"
+#include "svg_bits.hpp"
 #include "trace_operations.hpp"
 
 namespace bitexact::cli {
@@ -48,6 +51,9 @@ constexpr std::string_view trace_help =
     "%s"
     "  --output STYLE        text (default), md, latex, json\n"
     "  --exact-operands      refuse operands that are not exactly representable\n"
+    "  --svg FILE            add and sub: also draw the addition's bits as an SVG diagram (the\n"
+    "                        aligned significands, the exact sum with guard, round and sticky\n"
+    "                        coloured, the rounded result, the decision and the exact error)\n"
     "--from needs an unprefixed operand; cmp takes only --from, --daz and --output.\n"
     "%s"
     "Exit status 0, or 2 with a one-line message on stderr.\n"
@@ -120,6 +126,7 @@ int trace_command(const arguments& args) {
   std::optional<format> from, to;
   output_style style = output_style::text;
   bool exact_operands = false;
+  std::optional<std::string> svg_path;
   std::vector<std::string_view> positional;
   for (; !reader.at_end(); reader.next()) {
     const std::string_view arg = reader.current();
@@ -134,6 +141,8 @@ int trace_command(const arguments& args) {
       else fail("--output expects text, md, latex or json, not " + quoted_input(value));
     } else if (reader.take_flag("--exact-operands")) {
       exact_operands = true;
+    } else if (reader.take_value("--svg", value)) {
+      svg_path = std::string(value);
     } else if (arg.size() > 1 && arg[0] == '-' && arg[1] == '-') {
       reader.unknown_option();
     } else {
@@ -147,6 +156,8 @@ int trace_command(const arguments& args) {
   if (arity == 0)
     fail("trace: unknown operation " + quoted_input(op) + "; expected add, sub, mul, fma, div, sqrt, convert or cmp");
   const std::string context = "trace " + std::string(op);
+  if (svg_path && op != "add" && op != "sub")
+    fail(context + ": --svg draws an addition's bits; it applies to add and sub only");
   if (static_cast<int>(positional.size()) - 1 != arity)
     fail(fmt::format("{}: expected {} operand{}, got {}", context, arity, arity > 1 ? "s" : "", positional.size() - 1));
   if (op == "cmp") {
@@ -202,6 +213,18 @@ int trace_command(const arguments& args) {
   }
 
   const trace record = trace_operation(op, result_format, options.env, operands);
+  if (svg_path) {
+    std::string diagram;
+    try {
+      diagram = svg::addition_bits(record);
+    } catch (const std::invalid_argument& error) {
+      fail(context + ": --svg: " + error.what());
+    }
+    std::ofstream out(*svg_path, std::ios::binary);
+    out << diagram;
+    out.close();
+    if (!out) fail(context + ": cannot write " + quoted_input(*svg_path));
+  }
   const std::string text = render(record, style);
   std::fwrite(text.data(), 1, text.size(), stdout);
   if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);

@@ -534,3 +534,12 @@ bitexact_cli_test(bias_error_gaps RC 2 ARGS bias mechanism --gap-min 9 --gap-max
 bitexact_cli_test(bias_error_keys RC 2 ARGS bias mechanism --keys 8 ONE_LINE_ERROR
   ERROR_CONTAINS "--keys expects an integer from 16 to 65536")
 bitexact_cli_test(bias_error_unknown_option RC 2 ARGS bias mechanism --colour 3 ONE_LINE_ERROR)
+
+# trace --svg: the bit diagram of an addition (the figure itself is checked by
+# docs_how_the_gpu_adds against docs/bias/key_addition.svg).
+bitexact_cli_test(error_trace_svg_not_an_addition RC 2 ARGS trace mul 1.5 2 --svg ${BITEXACT_CLI_DATA}/never.svg
+                  ONE_LINE_ERROR ERROR_CONTAINS "--svg draws an addition's bits; it applies to add and sub only")
+bitexact_cli_test(error_trace_svg_zero_sum RC 2 ARGS trace sub 1.5 1.5 --svg ${BITEXACT_CLI_DATA}/never.svg
+                  ONE_LINE_ERROR ERROR_CONTAINS "a bit diagram needs two finite nonzero operands and a nonzero sum")
+bitexact_cli_test(error_trace_svg_unwritable RC 2 ARGS trace add 1.5 2 --svg /nonexistent/dir/x.svg
+                  ONE_LINE_ERROR ERROR_CONTAINS "cannot write '/nonexistent/dir/x.svg'")

@@ -197,7 +197,11 @@ TEST_CASE("rounding sites: only the output's bf16 rounding errs when O = 257/256
   // 256 keys, P = 1, V alternately 1 and 1 + 2^-7: the unnormalised O is 257 (exact in every tensor-core
   // window), l = 256, O = 1 + 2^-8 exactly in fp32; bf16 holds 8 bits, so the tie goes to even, 1.
   const head h = equal_scores(256, [](int j, int) { return j % 2 == 0 ? 1.0 : 1.0 + 0x1p-7; });
-  const row_attribution a = attribute_row(rounding_site_row(single_kernel(h.shape), h.shape, h.q, h.k, h.v, 0));
+  const rounding_site_row row(single_kernel(h.shape), h.shape, h.q, h.k, h.v, 0);
+  const row_attributions both = attribute_row(row);
+  const row_attribution& a = both.bf16_output;
+  CHECK(a.kernel == row.run(exact_sites{}).o);  // the converted fp32 O is the model's bf16 O
+  CHECK(both.fp32_output.total().signed_sum == 0);
   CHECK(a.exact[5] == 1 + working_real(0x1p-8));
   CHECK(a.kernel[5] == 1);
   CHECK(a.total().signed_sum == -64 * working_real(0x1p-8));
@@ -212,7 +216,7 @@ TEST_CASE("rounding sites: the normalization alone errs by 4 (RN(1/3) - 1/3) whe
   // Three keys, P = 1, V rows 1, 1, 2: l = 3, O = 4/3. RN(1/3) = 11184811 * 2^-25, so
   // 4 RN(1/3) - 4/3 = 4 (3 * 11184811 - 2^25) / (3 * 2^25) = 2^-23 / 3, and 4 RN(1/3) is an fp32 value.
   const head h = equal_scores(3, [](int j, int) { return j == 2 ? 2.0 : 1.0; });
-  const row_attribution a = attribute_row(rounding_site_row(single_kernel(h.shape), h.shape, h.q, h.k, h.v, 0));
+  const row_attribution a = attribute_row(rounding_site_row(single_kernel(h.shape), h.shape, h.q, h.k, h.v, 0)).bf16_output;
   const working_real expected = 64 * working_real(0x1p-23) / 3;
   CHECK(boost::multiprecision::abs(a.alone_error(rounding_site::normalization).signed_sum - expected) <
         boost::multiprecision::ldexp(expected, -100));
@@ -227,7 +231,7 @@ TEST_CASE("rounding sites: the P V tensor core alone truncates 2^-30 beside 1 to
   // Keys 0 and 1 with P = 1, V[0][c] = +-1, V[1][c] = +-2^-30 (the sign alternating with the column): the
   // step's window ends at 2^-25, so the second term is cut to 0 and O = +-1/2 instead of +-(1 + 2^-30)/2.
   const head h = equal_scores(2, [](int j, int c) { return (c % 2 == 0 ? 1.0 : -1.0) * (j == 0 ? 1.0 : 0x1p-30); });
-  const row_attribution a = attribute_row(rounding_site_row(single_kernel(h.shape), h.shape, h.q, h.k, h.v, 0));
+  const row_attribution a = attribute_row(rounding_site_row(single_kernel(h.shape), h.shape, h.q, h.k, h.v, 0)).bf16_output;
   const error_sums pv = a.alone_error(rounding_site::pv_tensor_core);
   CHECK(pv.signed_sum == 0);                                  // 32 columns +2^-31, 32 columns -2^-31
   CHECK(pv.away_from_zero == -64 * working_real(0x1p-31));   // every one toward zero

@@ -303,8 +303,8 @@ class rounding_site_row {
     rounding_site_result result() const;
   };
 
-  const flash_kernel& kernel_;
-  const attention_shape& shape_;
+  flash_kernel kernel_;
+  attention_shape shape_;
   std::size_t d_;
   int row_;
   int first_block_ = 0, end_block_ = 0, masking_steps_ = 1, key_limit_ = 0;
@@ -451,19 +451,41 @@ struct row_attribution {
   }
 };
 
-// The 2 + 2 x 9 configurations of one row. held_exact: sites exact in every
-// configuration (output_bf16 to attribute the fp32 O before its conversion,
-// whose bf16 rounding otherwise hides most fp32-sized errors); their
-// contributions and lone errors are then 0.
-inline row_attribution attribute_row(const rounding_site_row& row, exact_sites held_exact = {}) {
-  row_attribution out;
-  out.exact = row.run(exact_sites{}.set()).o;
-  out.kernel = row.run(held_exact).o;
+// One row's attribution twice: of O before its conversion to bf16 (the
+// output site exact in every configuration; its bf16 rounding would hide
+// most fp32-sized errors) and of the bf16 O.
+struct row_attributions {
+  row_attribution fp32_output, bf16_output;
+};
+
+// The 2 + 2 x 8 configurations of one row with an fp32 output; since the
+// output site is the last, each configuration's bf16 O is its fp32 O converted.
+inline row_attributions attribute_row(const rounding_site_row& row) {
+  const std::size_t output = static_cast<std::size_t>(rounding_site::output_bf16);
+  const exact_sites unconverted = only_exact(rounding_site::output_bf16);
+  const auto converted = [](std::vector<working_real> o) {
+    for (working_real& x : o) x = detail::rounded_to<bf16>(x);
+    return o;
+  };
+  row_attributions out;
+  row_attribution& wide = out.fp32_output;
+  row_attribution& narrow = out.bf16_output;
+  wide.exact = row.run(exact_sites{}.set()).o;
+  wide.kernel = row.run(unconverted).o;
+  narrow.exact = wide.exact;
+  narrow.kernel = converted(wide.kernel);
   for (const rounding_site site : every_rounding_site) {
     const std::size_t i = static_cast<std::size_t>(site);
-    out.without[i] = held_exact.test(i) ? out.kernel : row.run(held_exact | only_exact(site)).o;
-    out.alone[i] = held_exact.test(i) ? out.exact : row.run(only_kernel(site)).o;
+    if (i == output) continue;
+    wide.without[i] = row.run(unconverted | only_exact(site)).o;
+    wide.alone[i] = row.run(only_kernel(site)).o;
+    narrow.without[i] = converted(wide.without[i]);
+    narrow.alone[i] = wide.alone[i];
   }
+  wide.without[output] = wide.kernel;
+  wide.alone[output] = wide.exact;
+  narrow.without[output] = wide.kernel;
+  narrow.alone[output] = converted(wide.exact);
   return out;
 }
 

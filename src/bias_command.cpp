@@ -368,12 +368,15 @@ int mechanism_command(const arguments& args) {
 
 }  // namespace
 
+int attribution_command(const arguments& args);  // src/bias_attribution.cpp
+
 int bias_command(const arguments& args) {
   if (args.empty()) fail("bias: expected an analysis, mechanism (bitexact bias mechanism --help)");
   if (args.front() == "--help" || args.front() == "-h") {
     std::fputs(bias_help.data(), stdout);
     return 0;
   }
+  if (args.front() == "attribution") return attribution_command(arguments(args.begin() + 1, args.end()));
   if (args.front() != "mechanism")
     fail("bias: unknown analysis " + quoted_input(args.front()) + "; expected mechanism (bitexact bias --help)");
   return mechanism_command(arguments(args.begin() + 1, args.end()));

@@ -72,6 +72,14 @@ inline std::string tick_label(double value, double step) {
   return fmt::format("{:g}", value);
 }
 
+// The opening of an SVG document of width by height pixels on white.
+inline std::string document_start(int width, int height) {
+  return fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"DejaVu Sans, sans-serif\" font-size=\"12\">\n<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n",
+      width, height);
+}
+
 // Horizontal grid lines with their tick labels at the left of the plot area.
 template <class ToY>
 void y_grid(std::string& svg, const axis_range& ys, ToY py, double plot_left, double plot_right) {
@@ -95,10 +103,7 @@ inline void legend_entry(std::string& svg, double& x, double y, const std::strin
 // The figure as an SVG document, width by (panel_height x panels) pixels.
 inline std::string line_plot(const std::vector<panel>& panels, int width = 900, int panel_height = 360) {
   constexpr int left = 96, right = 24, top = 62, bottom = 54;
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
-      "font-family=\"DejaVu Sans, sans-serif\" font-size=\"12\">\n<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n",
-      width, panel_height * static_cast<int>(panels.size()));
+  std::string svg = detail::document_start(width, panel_height * static_cast<int>(panels.size()));
   for (std::size_t n = 0; n < panels.size(); ++n) {
     const panel& p = panels[n];
     const double y0 = static_cast<double>(panel_height) * static_cast<double>(n);
@@ -161,10 +166,7 @@ struct bar_panel {
 // side in every group, from 0 to the value, whiskers from low to high.
 inline std::string bar_chart(const std::vector<bar_panel>& panels, int width = 900, int panel_height = 380) {
   constexpr int left = 96, right = 24, top = 62, bottom = 64;
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
-      "font-family=\"DejaVu Sans, sans-serif\" font-size=\"12\">\n<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n",
-      width, panel_height * static_cast<int>(panels.size()));
+  std::string svg = detail::document_start(width, panel_height * static_cast<int>(panels.size()));
   for (std::size_t n = 0; n < panels.size(); ++n) {
     const bar_panel& p = panels[n];
     const double y0 = static_cast<double>(panel_height) * static_cast<double>(n);

@@ -4,13 +4,10 @@
 // (attention/cumulative_error.hpp), as CSV, a summary, the traced operation
 // of the largest jump, and an SVG plot.
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -21,11 +18,13 @@
 #include <bitexact/trace/render.hpp>
 
 #include "cli.hpp"
+#include "bias_rows.hpp"
 #include "svg_plot.hpp"
 
 namespace bitexact::cli {
 namespace {
 
+using namespace bias;
 using attention::accumulation_event;
 using attention::attention_shape;
 using attention::cumulative_error_curve;
@@ -104,23 +103,6 @@ struct mechanism_options {
   output_style style = output_style::text;
 };
 
-int parse_int(std::string_view text, int low, int high, std::string_view option, std::string_view expected) {
-  int parsed = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed);
-  if (text.empty() || error != std::errc{} || end != text.data() + text.size() || parsed < low || parsed > high)
-    fail("bias: " + std::string(option) + " expects " + std::string(expected) + ", not " + quoted_input(text));
-  return parsed;
-}
-
-double parse_double(std::string_view text, std::string_view option, double least, std::string_view expected) {
-  const std::string copy(text);
-  char* end = nullptr;
-  const double parsed = std::strtod(copy.c_str(), &end);
-  if (copy.empty() || *end != '\0' || !std::isfinite(parsed) || parsed < least)
-    fail("bias: " + std::string(option) + " expects " + std::string(expected) + ", not " + quoted_input(text));
-  return parsed;
-}
-
 mechanism_options parse_options(const arguments& args) {
   argument_reader reader(args, "bias mechanism");
   mechanism_options options;
@@ -149,9 +131,7 @@ mechanism_options parse_options(const arguments& args) {
     } else if (reader.take_value("--v-sd", value)) {
       options.v_sd = parse_double(value, "--v-sd", 0, "a decimal of at least 0 such as 0.5");
     } else if (reader.take_value("--seed", value)) {
-      const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), options.seed);
-      if (value.empty() || error != std::errc{} || end != value.data() + value.size())
-        fail("bias: --seed expects an integer from 0 to 2^64 - 1, not " + quoted_input(value));
+      options.seed = parse_seed(value);
     } else if (reader.take_value("--col", value)) {
       options.col = parse_int(value, 0, 63, "--col", "a column from 0 to 63");
     } else if (reader.take_value("--csv", value)) {
@@ -187,44 +167,14 @@ mechanism_options parse_options(const arguments& args) {
   } else {
     if (!ties_text.empty()) options.ties = parse_int(ties_text, 1, options.keys, "--ties", "an integer from 1 to --keys");
     if (options.ties > options.keys) fail(fmt::format("bias: --ties {} exceeds --keys {}", options.ties, options.keys));
-    for (int i = 0; i < options.ties; ++i)
-      options.tie_positions.push_back(static_cast<int>((2LL * i + 1) * options.keys / (2LL * options.ties)));
+    options.tie_positions = evenly_spaced(options.keys, options.ties);
   }
   return options;
 }
 
-// The row: Q, K and V of one head (d = 64, one query), as --help describes it.
-struct mechanism_row {
-  attention_shape shape;
-  std::vector<bfloat16> q, k, v;
-};
-
-mechanism_row build_row(const mechanism_options& o) {
-  constexpr int d = 64;
-  mechanism_row row{{1, 1, 1, o.keys, d, false}, {}, {}, {}};
-  row.q.assign(d, bfloat16::zero());
-  row.q[0] = from_double<bf16>(1.0).result;
-  row.k.assign(static_cast<std::size_t>(o.keys) * d, bfloat16::zero());
-  row.v.assign(static_cast<std::size_t>(o.keys) * d, bfloat16::zero());
-  std::mt19937_64 generator(o.seed);
-  const auto uniform = [&] { return static_cast<double>(generator() >> 11) * 0x1p-53; };
-  std::vector<bool> tied(static_cast<std::size_t>(o.keys), false);
-  for (const int key : o.tie_positions) tied[static_cast<std::size_t>(key)] = true;
-  const double max = to_double(o.max_score);
-  for (std::size_t j = 0; j < tied.size(); ++j) {
-    bfloat16 score = o.max_score;
-    for (int tries = 0; !tied[j] && !(to_double(score) < max); ++tries) {
-      if (tries == 100) fail("bias: no score below --max " + fmt::format("{}", max) + " from the gaps given; widen them");
-      score = from_double<bf16>(max - (o.gap_min + uniform() * (o.gap_max - o.gap_min))).result;
-    }
-    row.k[j * d] = score;
-  }
-  for (bfloat16& x : row.v) {
-    double sum = 0;
-    for (int i = 0; i < 12; ++i) sum += uniform();
-    x = from_double<bf16>(o.v_mean + o.v_sd * (sum - 6)).result;
-  }
-  return row;
+// The row of one head (d = 64, one query), as --help describes it.
+row_operands build_row(const mechanism_options& o) {
+  return build_tie_row({o.keys, 64, o.tie_positions, o.max_score, o.gap_min, o.gap_max, o.v_mean, o.v_sd, o.seed});
 }
 
 struct curve_of {
@@ -343,20 +293,13 @@ svg::panel panel_of(const std::vector<curve_of>& curves, const std::string& sema
   return p;
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) fail("bias: cannot write " + quoted_input(path));
-}
-
 int mechanism_command(const arguments& args) {
   if (asks_for_help(args)) {
     std::fputs(bias_help.data(), stdout);
     return 0;
   }
   const mechanism_options options = parse_options(args);
-  const mechanism_row row = build_row(options);
+  const row_operands row = build_row(options);
   try {
     ptx::mufu_tables::shared();
   } catch (const mufu_data_error& error) {
@@ -425,12 +368,15 @@ int mechanism_command(const arguments& args) {
 
 }  // namespace
 
+int attribution_command(const arguments& args);  // src/bias_attribution.cpp
+
 int bias_command(const arguments& args) {
   if (args.empty()) fail("bias: expected an analysis, mechanism (bitexact bias mechanism --help)");
   if (args.front() == "--help" || args.front() == "-h") {
     std::fputs(bias_help.data(), stdout);
     return 0;
   }
+  if (args.front() == "attribution") return attribution_command(arguments(args.begin() + 1, args.end()));
   if (args.front() != "mechanism")
     fail("bias: unknown analysis " + quoted_input(args.front()) + "; expected mechanism (bitexact bias --help)");
   return mechanism_command(arguments(args.begin() + 1, args.end()));

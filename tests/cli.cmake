@@ -543,3 +543,25 @@ bitexact_cli_test(error_trace_svg_zero_sum RC 2 ARGS trace sub 1.5 1.5 --svg ${B
                   ONE_LINE_ERROR ERROR_CONTAINS "a bit diagram needs two finite nonzero operands and a nonzero sum")
 bitexact_cli_test(error_trace_svg_unwritable RC 2 ARGS trace add 1.5 2 --svg /nonexistent/dir/x.svg
                   ONE_LINE_ERROR ERROR_CONTAINS "cannot write '/nonexistent/dir/x.svg'")
+
+# --- bias attribution: the kernel's error split by rounding site (docs/bias.md) --------------------
+bitexact_cli_test(bias_attribution_help ARGS bias attribution --help CONTAINS "usage: bitexact bias attribution"
+  "leave one out" "95% Student t")
+# A small run (128 keys, 3 random rows). The fp32 tables hold the output conversion exact, so its
+# contribution is 0 in every row; the stabilized pass's line is there with its beta and eps.
+bitexact_cli_test(bias_attribution_small ARGS bias attribution --keys 128 --rows 3 --ties 4
+  --csv ${BITEXACT_CLI_DATA}/bias_attribution.csv --svg ${BITEXACT_CLI_DATA}/bias_attribution.svg
+  CONTAINS "the mechanism row (128 keys, 4 tied at the max 8" "and 3 random rows" "beta 2, eps 0.001"
+  "standard pass, fp32 (before the bf16 conversion) O:" "stabilized pass, bf16 (the kernel's) O:"
+  "  output_bf16                 +0          +0   +0 [+0, +0]")
+bitexact_cli_test(bias_attribution_error_head_dim RC 2 ARGS bias attribution --head-dim 96 ONE_LINE_ERROR
+  ERROR_CONTAINS "--head-dim expects 64 or 128")
+bitexact_cli_test(bias_attribution_error_rows RC 2 ARGS bias attribution --rows -1 ONE_LINE_ERROR
+  ERROR_CONTAINS "--rows expects an integer from 0 to 100000")
+bitexact_cli_test(bias_attribution_error_ties RC 2 ARGS bias attribution --keys 64 --ties 65 ONE_LINE_ERROR
+  ERROR_CONTAINS "--ties 65 exceeds --keys 64")
+bitexact_cli_test(bias_attribution_error_beta RC 2 ARGS bias attribution --beta 1.0001 ONE_LINE_ERROR
+  ERROR_CONTAINS "--beta expects a positive fp32 value")
+bitexact_cli_test(bias_attribution_error_unknown_option RC 2 ARGS bias attribution --cols 3 ONE_LINE_ERROR)
+bitexact_cli_test(bias_attribution_error_argument RC 2 ARGS bias attribution rows ONE_LINE_ERROR
+  ERROR_CONTAINS "unexpected argument 'rows'")

@@ -516,22 +516,32 @@ inline float32 combine_splits(int head_dim, std::span<const float32> split_o, st
 
 namespace detail {
 
+// How many of a thread block's first K/V iterations mask scores, and whether
+// those guard the rescale against a max of -inf.
+struct masking_plan {
+  int steps = 1;
+  bool check_inf = false;
+};
+inline masking_plan masking_of(const flash_kernel& kernel, const attention_shape& shape) {
+  const bool even_mn = shape.key_rows % kernel.block_n == 0 && shape.query_rows % kernel.block_m == 0;
+  // n_masking_steps: one for the non-causal mask of the last block; causal
+  // needs ceil(block_m / block_n) blocks, one more when the shape is ragged.
+  const int steps = !shape.causal ? 1
+                    : even_mn     ? (kernel.block_m + kernel.block_n - 1) / kernel.block_n
+                                  : (kernel.block_m + kernel.block_n - 1) / kernel.block_n + 1;
+  // Check_inf: the single-split kernel guards the rescale in causal masking
+  // steps; the split kernel also when the shape is ragged.
+  return {steps, kernel.splits > 1 ? (shape.causal || !even_mn) : shape.causal};
+}
+
 // One slab of 16 query rows of a head (rows [row0, row0 + 16)), through every
 // split and then the combine; writes those rows of o and lse.
 inline void run_slab(const flash_kernel& kernel, const head_operands& head, int row0, std::span<bfloat16> o,
                      std::span<float32> lse, const event_sinks* sinks) {
   const attention_shape& shape = head.shape;
   const std::size_t d = static_cast<std::size_t>(shape.head_dim);
-  const bool even_mn = shape.key_rows % kernel.block_n == 0 && shape.query_rows % kernel.block_m == 0;
   const bool split = kernel.splits > 1;
-  // n_masking_steps: one for the non-causal mask of the last block; causal
-  // needs ceil(block_m / block_n) blocks, one more when the shape is ragged.
-  const int masking_steps =
-      !shape.causal ? 1 : (even_mn ? (kernel.block_m + kernel.block_n - 1) / kernel.block_n
-                                   : (kernel.block_m + kernel.block_n - 1) / kernel.block_n + 1);
-  // Check_inf: the single-split kernel guards the rescale in causal masking
-  // steps; the split kernel also when the shape is ragged.
-  const bool check_inf = split ? (shape.causal || !even_mn) : shape.causal;
+  const auto [masking_steps, check_inf] = masking_of(kernel, shape);
   const int m_block = row0 / kernel.block_m;
   const int rows = std::min(16, shape.query_rows - row0);
   std::vector<float32> split_o(static_cast<std::size_t>(kernel.splits) * 16 * d, float32::zero());

@@ -7,6 +7,6 @@ bitexact_add_test_program(test_attention test_attention_replay.cpp test_attentio
                           test_attention_cumulative_error.cpp test_attention_repeated_max.cpp)
 target_include_directories(test_attention PRIVATE ${PROJECT_SOURCE_DIR}/src)
 add_test(NAME attention_replay COMMAND test_attention)
-# The leading indicator's P-bar = 1 interval against every fp32 input (about a minute per core).
+# The leading indicator's P-bar = 1 interval against every fp32 input (about a minute on 2 cores).
 add_test(NAME attention_p_bar_one_sweep COMMAND test_attention "-tc=P-bar is 1 exactly*")
 set_tests_properties(attention_p_bar_one_sweep PROPERTIES LABELS exhaustive ENVIRONMENT BITEXACT_P_BAR_SWEEP=all TIMEOUT 0)

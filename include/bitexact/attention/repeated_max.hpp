@@ -140,7 +140,7 @@ inline void count_p_bar_ones(const flash_kernel& kernel, const attention_shape& 
       if (iteration < masking.steps) mask_block(kernel, shape, row, block, block_scores);
       const float32 previous = row_max.value();
       row_max.merge(block_scores, iteration == 0);
-      if (row_max.value().bits != previous.bits) at_current_max = 0;
+      if (!(to_host(row_max.value()) == to_host(previous))) at_current_max = 0;  // a new max (-0 and +0 are one)
       const float32 max_scaled = scaled_max(kernel, row_max.value());
       if (iteration == 0 || max_scaled.bits != bound_for.bits) {
         bound = candidate_bound(monotone, [&](float32 s) {

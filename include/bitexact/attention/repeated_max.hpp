@@ -134,12 +134,16 @@ inline void count_p_bar_ones(const flash_kernel& kernel, const attention_shape& 
     for (int block = range.end - 1, iteration = 0; block >= range.first; --block, ++iteration) {
       const std::size_t first_key = static_cast<std::size_t>(block) * bn;
       const std::size_t present = std::min(bn, keys - first_key);
-      std::copy_n(row_scores.begin() + static_cast<std::ptrdiff_t>(first_key), present, block_scores.begin());
-      // Keys past the end meet the kernel's zero rows of K; the first masking step masks them.
-      std::fill(block_scores.begin() + static_cast<std::ptrdiff_t>(present), block_scores.end(), float32::zero());
-      if (iteration < masking.steps) mask_block(kernel, shape, row, block, block_scores);
+      std::span<const float32> scores = row_scores.subspan(first_key, present);
+      if (present < bn || iteration < masking.steps) {
+        std::copy_n(scores.begin(), present, block_scores.begin());
+        // Keys past the end meet the kernel's zero rows of K; the first masking step masks them.
+        std::fill(block_scores.begin() + static_cast<std::ptrdiff_t>(present), block_scores.end(), float32::zero());
+        if (iteration < masking.steps) mask_block(kernel, shape, row, block, block_scores);
+        scores = block_scores;
+      }
       const float32 previous = row_max.value();
-      row_max.merge(block_scores, iteration == 0);
+      row_max.merge(scores, iteration == 0);
       if (!(to_host(row_max.value()) == to_host(previous))) at_current_max = 0;  // a new max (-0 and +0 are one)
       const float32 max_scaled = scaled_max(kernel, row_max.value());
       if (iteration == 0 || max_scaled.bits != bound_for.bits) {
@@ -149,7 +153,7 @@ inline void count_p_bar_ones(const flash_kernel& kernel, const attention_shape& 
         bound_for = max_scaled;
       }
       int in_block = 0;
-      for (const float32 s : block_scores)
+      for (const float32 s : scores)
         in_block += to_host(s) >= bound && ones.contains(exponent_argument(kernel, s, max_scaled));
       in_split += in_block;
       at_current_max += in_block;

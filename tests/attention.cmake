@@ -4,8 +4,12 @@
 # derived by hand and a host-float implementation.
 bitexact_add_test_program(test_attention test_attention_replay.cpp test_attention_stabilized.cpp
                           test_attention_explain.cpp test_attention_paper_reference.cpp
-                          test_attention_cumulative_error.cpp test_attention_rounding_sites.cpp)
+                          test_attention_cumulative_error.cpp test_attention_rounding_sites.cpp
+                          test_attention_repeated_max.cpp)
 target_include_directories(test_attention PRIVATE ${PROJECT_SOURCE_DIR}/src)
 add_test(NAME attention_replay COMMAND test_attention --test-case-exclude=rounding\ sites:*)
 # The rounding-site row model (attention/rounding_sites.hpp), in a wide binary type.
 add_test(NAME attention_rounding_sites COMMAND test_attention --test-case=rounding\ sites:*)
+# The leading indicator's P-bar = 1 interval against every fp32 input (about a minute on 2 cores).
+add_test(NAME attention_p_bar_one_sweep COMMAND test_attention "-tc=P-bar is 1 exactly*")
+set_tests_properties(attention_p_bar_one_sweep PROPERTIES LABELS exhaustive ENVIRONMENT BITEXACT_P_BAR_SWEEP=all TIMEOUT 0)

@@ -7,6 +7,7 @@
 #include "attention/explain.hpp"
 #include "attention/flash_forward.hpp"
 #include "attention/paper_reference.hpp"
+#include "attention/repeated_max.hpp"
 #include "attention/shape.hpp"
 #include "core/environment.hpp"
 #include "core/format.hpp"

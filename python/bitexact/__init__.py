@@ -26,7 +26,7 @@ __all__ = [
     "from_float32", "to_float32", "from_torch", "to_torch", "cuda_env",
     "add", "sub", "mul", "div", "fma", "sqrt", "convert", "equal", "less", "less_equal",
     "trace", "mma", "mma_trace", "wgmma", "ex2_approx", "rcp_approx", "lg2_approx", "cvt",
-    "attention", "attention_row", "ATTENTION_PRESETS",
+    "attention", "attention_row", "ATTENTION_PRESETS", "repeated_max", "repeated_max_torch", "p_bar_one_range",
 ]
 
 
@@ -567,3 +567,69 @@ def attention_row(q, k, v, row, *, col=None, style="text", preset="pytorch_sdpa_
     return _bitexact._attention_row(*flat, q.shape[0], k.shape[0], q.shape[1], row, -1 if col is None else col,
                                     causal, scale, splits, sm_count,
                                     None if batch_heads is None else tuple(batch_heads), preset, beta, eps, style)
+
+
+# ---------------------------------------------------------------- the leading indicator
+
+_KERNEL_PRESETS = ATTENTION_PRESETS[:3]
+_INDICATOR_COUNTS = ("rows", "rows_with_max_repeated", "rows_with_p_bar_one_twice",
+                     "rows_with_p_bar_one_twice_at_final_max", "most_p_bar_ones_in_a_row")
+_INDICATOR_ROWS = ("row_max_repeated", "row_p_bar_ones", "row_p_bar_ones_at_final_max")
+
+
+def _indicator_preset(preset):
+    if preset not in _KERNEL_PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; the indicator counts the GPU kernel's P: {', '.join(_KERNEL_PRESETS)}")
+
+
+def repeated_max(s=None, head_dim=None, *, q=None, k=None, preset="pytorch_sdpa_flash_sm90", causal=False, scale=None,
+                 splits=None, sm_count=132, batch_heads=None, beta=2.0, eps=None, per_row=False):
+    """The leading indicator of docs/bias.md per head: a dict of the rows, the rows whose max repeats (two
+    keys within eps of it by the stabilized rule's test), the rows where the kernel's bf16 P is exactly 1 at
+    two or more keys of one split (and of those, at its final running max), and the most such keys in a row.
+
+    s: the raw scores Q K^T as the kernel computes them, float32 (or fp32 bits) [B, H, N, N_k] or [N, N_k],
+    with head_dim (it picks the kernel's tiles and default scale); or q and k (bf16 bits, [B, H, N, d] or
+    [N, d]), S then computed with the kernel's tensor-core model (slow). Counts are [B, H] int64 arrays (ints
+    for one head). eps: the tie test's (default: the rule's, 1e-3). per_row: also row_max_repeated,
+    row_p_bar_ones and row_p_bar_ones_at_final_max, [B, H, N] (or [N]). The other arguments as attention()'s.
+    """
+    _indicator_preset(preset)
+    if (s is None) == (q is None and k is None) or (q is None) != (k is None):
+        raise ValueError("repeated_max: give the scores s (with head_dim), or q and k")
+    if s is not None:
+        if head_dim is None:
+            raise ValueError("repeated_max: s needs head_dim (the kernel's tiles and default scale depend on it)")
+        s = as_bits(s, "fp32", "s")
+        if s.ndim not in (2, 4):
+            raise ValueError(f"repeated_max: expected s [B, H, N, N_k] or [N, N_k], got {s.shape}")
+        lead, (n, n_k), d = s.shape[:-2], s.shape[-2:], head_dim
+        operands = (np.ascontiguousarray(s).reshape(-1), None, None)
+    else:
+        q, k = as_bits(q, "bf16", "q"), as_bits(k, "bf16", "k")
+        if q.ndim not in (2, 4) or k.ndim != q.ndim or q.shape[:-2] != k.shape[:-2] or q.shape[-1] != k.shape[-1]:
+            raise ValueError(f"repeated_max: expected q [B, H, N, d] and k [B, H, N_k, d] (or [N, d] and [N_k, d]), "
+                             f"got q {q.shape}, k {k.shape}")
+        if head_dim is not None and head_dim != q.shape[-1]:
+            raise ValueError(f"repeated_max: head_dim {head_dim} but q's last dimension is {q.shape[-1]}")
+        lead, n, n_k, d = q.shape[:-2], q.shape[-2], k.shape[-2], q.shape[-1]
+        operands = (None, np.ascontiguousarray(q).reshape(-1), np.ascontiguousarray(k).reshape(-1))
+    batch, heads = lead if lead else (1, 1)
+    out = _bitexact._repeated_max(*operands, batch, heads, n, n_k, d, causal, scale, splits, sm_count,
+                                  None if batch_heads is None else tuple(batch_heads), preset, beta, eps)
+    result = {name: (int(out[name][0]) if not lead else out[name].reshape(lead)) for name in _INDICATOR_COUNTS}
+    if per_row:
+        result.update({name: out[name].reshape(tuple(lead) + (n,)) for name in _INDICATOR_ROWS})
+    return result
+
+
+def p_bar_one_range():
+    """(lowest, highest): the exponent arguments x, as np.float32, whose P-bar = bf16(ex2.approx(x)) is exactly 1."""
+    return tuple(np.uint32(bits).view(np.float32) for bits in _bitexact._p_bar_one_range())
+
+
+def repeated_max_torch(s, head_dim, **options):
+    """repeated_max's counts from a float32 PyTorch tensor s [B, H, N, N_k] (or [N, N_k]) on any device, in
+    PyTorch float32 operations (torch imported only here); bitexact/torch_indicator.py says how."""
+    from .torch_indicator import repeated_max_torch as run
+    return run(s, head_dim, **options)

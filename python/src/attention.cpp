@@ -1,5 +1,7 @@
 // The flash-attention emulator and its presets over arrays, one query row's
 // intermediates, and one output element's every rounding as traces.
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -8,6 +10,7 @@
 #include <bitexact/attention/explain.hpp>
 #include <bitexact/attention/flash_forward.hpp>
 #include <bitexact/attention/paper_reference.hpp>
+#include <bitexact/attention/repeated_max.hpp>
 #include <bitexact/trace/render.hpp>
 
 #include "binding.hpp"
@@ -267,6 +270,119 @@ py::dict attention_row(const py::array& q, const py::array& k, const py::array& 
   return out;
 }
 
+// The leading indicator's options: a GPU kernel preset (the scores' head dim
+// chooses its tiles) and the tie test's epsilon (None: the rule's or 1e-3).
+flash_kernel indicator_kernel(std::string_view preset_name, int batch, int heads, int query_rows, int key_rows,
+                              int head_dim, bool causal, std::optional<double> scale, std::optional<int> splits,
+                              int sm_count, std::optional<std::pair<int, int>> batch_heads, double beta) {
+  const attention_options options = options_of(preset_name, batch, heads, query_rows, key_rows, head_dim, causal,
+                                               scale, splits, sm_count, batch_heads, beta, 1e-3, true);
+  if (!models_the_gpu_kernel(options.which))
+    throw std::invalid_argument("repeated_max counts the GPU kernel's P (the pytorch_sdpa_flash_sm90 presets), not " +
+                                std::string(preset_name) + "'s");
+  return kernel_of(options);
+}
+
+// Per head and per row, as arrays: [heads] counts and [heads][query_rows] rows.
+py::dict indicator_dict(const std::vector<std::vector<attention::row_repeated_max>>& heads_rows) {
+  const std::size_t heads = heads_rows.size(), rows = heads ? heads_rows[0].size() : 0;
+  py::array_t<std::int64_t> head_rows(static_cast<py::ssize_t>(heads)), repeated(static_cast<py::ssize_t>(heads)),
+      twice(static_cast<py::ssize_t>(heads)), twice_final(static_cast<py::ssize_t>(heads)), most(static_cast<py::ssize_t>(heads));
+  py::array_t<bool> row_repeated(static_cast<py::ssize_t>(heads * rows));
+  py::array_t<std::int32_t> row_ones(static_cast<py::ssize_t>(heads * rows)), row_ones_final(static_cast<py::ssize_t>(heads * rows));
+  for (std::size_t h = 0; h < heads; ++h) {
+    attention::repeated_max_counts counts;
+    counts.rows = static_cast<int>(rows);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const attention::row_repeated_max& row = heads_rows[h][r];
+      counts.rows_with_max_repeated += row.max_repeated;
+      counts.rows_with_p_bar_one_twice += row.p_bar_ones >= 2;
+      counts.rows_with_p_bar_one_twice_at_final_max += row.p_bar_ones_at_final_max >= 2;
+      counts.most_p_bar_ones_in_a_row = std::max(counts.most_p_bar_ones_in_a_row, row.p_bar_ones);
+      row_repeated.mutable_data()[h * rows + r] = row.max_repeated;
+      row_ones.mutable_data()[h * rows + r] = row.p_bar_ones;
+      row_ones_final.mutable_data()[h * rows + r] = row.p_bar_ones_at_final_max;
+    }
+    head_rows.mutable_data()[h] = counts.rows;
+    repeated.mutable_data()[h] = counts.rows_with_max_repeated;
+    twice.mutable_data()[h] = counts.rows_with_p_bar_one_twice;
+    twice_final.mutable_data()[h] = counts.rows_with_p_bar_one_twice_at_final_max;
+    most.mutable_data()[h] = counts.most_p_bar_ones_in_a_row;
+  }
+  py::dict out;
+  out["rows"] = head_rows;
+  out["rows_with_max_repeated"] = repeated;
+  out["rows_with_p_bar_one_twice"] = twice;
+  out["rows_with_p_bar_one_twice_at_final_max"] = twice_final;
+  out["most_p_bar_ones_in_a_row"] = most;
+  out["row_max_repeated"] = row_repeated;
+  out["row_p_bar_ones"] = row_ones;
+  out["row_p_bar_ones_at_final_max"] = row_ones_final;
+  return out;
+}
+
+// scores [heads][query_rows][key_rows] (fp32 bits), or q and k (bf16 bits) when scores is None.
+py::dict repeated_max_call(const std::optional<py::array>& scores, const std::optional<py::array>& q,
+                           const std::optional<py::array>& k, int batch, int heads, int query_rows, int key_rows,
+                           int head_dim, bool causal, std::optional<double> scale, std::optional<int> splits,
+                           int sm_count, std::optional<std::pair<int, int>> batch_heads, std::string_view preset_name,
+                           double beta, std::optional<double> epsilon) {
+  const flash_kernel kernel = indicator_kernel(preset_name, batch, heads, query_rows, key_rows, head_dim, causal, scale,
+                                               splits, sm_count, batch_heads, beta);
+  const attention_shape shape{1, 1, query_rows, key_rows, head_dim, causal};
+  const std::optional<float32> tie_epsilon =
+      epsilon ? std::optional<float32>(from_double<fp32>(*epsilon).result) : std::nullopt;
+  const std::size_t head_count = static_cast<std::size_t>(batch) * static_cast<std::size_t>(heads);
+  const std::size_t s_head = static_cast<std::size_t>(query_rows) * static_cast<std::size_t>(key_rows);
+  const std::size_t q_head = static_cast<std::size_t>(query_rows) * static_cast<std::size_t>(head_dim);
+  const std::size_t k_head = static_cast<std::size_t>(key_rows) * static_cast<std::size_t>(head_dim);
+  std::span<const float32> ss;
+  std::span<const bfloat16> qs, ks;
+  if (scores) ss = {values_of<fp32>(*scores, "scores", head_count * s_head), head_count * s_head};
+  else {
+    qs = {values_of<bf16>(*q, "q", head_count * q_head), head_count * q_head};
+    ks = {values_of<bf16>(*k, "k", head_count * k_head), head_count * k_head};
+  }
+  attention::p_bar_one_arguments();  // loads the tables (or throws) while the GIL is held
+  std::vector<std::vector<attention::row_repeated_max>> rows(head_count);
+  {
+    py::gil_scoped_release unlocked;
+    for (std::size_t h = 0; h < head_count; ++h) {
+      const std::vector<float32> computed =
+          scores ? std::vector<float32>() : attention::head_scores(kernel, shape, qs.subspan(h * q_head, q_head), ks.subspan(h * k_head, k_head));
+      rows[h] = attention::repeated_max_rows(kernel, shape, scores ? ss.subspan(h * s_head, s_head) : std::span<const float32>(computed),
+                                             tie_epsilon);
+    }
+  }
+  return indicator_dict(rows);
+}
+
+// What a GPU kernel preset chose for a call, for the PyTorch form of the indicator.
+py::dict kernel_parameters(std::string_view preset_name, int batch, int heads, int query_rows, int key_rows,
+                           int head_dim, bool causal, std::optional<double> scale, std::optional<int> splits,
+                           int sm_count, std::optional<std::pair<int, int>> batch_heads, double beta) {
+  const flash_kernel kernel = indicator_kernel(preset_name, batch, heads, query_rows, key_rows, head_dim, causal, scale,
+                                               splits, sm_count, batch_heads, beta);
+  py::dict out;
+  out["block_m"] = kernel.block_m;
+  out["block_n"] = kernel.block_n;
+  out["splits"] = kernel.splits;
+  out["unfused_scale"] = kernel.unfused_scale;
+  out["scale"] = kernel.scale.bits;
+  out["scale_log2"] = kernel.scale_log2.bits;
+  if (kernel.stabilize) {
+    out["beta"] = kernel.stabilize->beta.bits;
+    out["epsilon"] = kernel.stabilize->epsilon.bits;
+    out["across_blocks"] = kernel.stabilize->across_blocks;
+  }
+  return out;
+}
+
+py::tuple p_bar_one_range_bits() {
+  const attention::p_bar_one_range& range = attention::p_bar_one_arguments();
+  return py::make_tuple(range.lowest.bits, range.highest.bits);
+}
+
 }  // namespace
 
 void register_attention(py::module_& m) {
@@ -278,6 +394,14 @@ void register_attention(py::module_& m) {
         py::arg("key_rows"), py::arg("head_dim"), py::arg("row"), py::arg("col"), py::arg("causal"),
         py::arg("scale"), py::arg("splits"), py::arg("sm_count"), py::arg("batch_heads"), py::arg("preset"),
         py::arg("beta"), py::arg("epsilon"), py::arg("style"));
+  m.def("_repeated_max", &repeated_max_call, py::arg("scores"), py::arg("q"), py::arg("k"), py::arg("batch"),
+        py::arg("heads"), py::arg("query_rows"), py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"),
+        py::arg("scale"), py::arg("splits"), py::arg("sm_count"), py::arg("batch_heads"), py::arg("preset"),
+        py::arg("beta"), py::arg("epsilon"));
+  m.def("_flash_kernel_parameters", &kernel_parameters, py::arg("preset"), py::arg("batch"), py::arg("heads"),
+        py::arg("query_rows"), py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"), py::arg("scale"),
+        py::arg("splits"), py::arg("sm_count"), py::arg("batch_heads"), py::arg("beta"));
+  m.def("_p_bar_one_range", &p_bar_one_range_bits);
 }
 
 }  // namespace bitexact::python

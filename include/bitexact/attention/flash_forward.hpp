@@ -196,6 +196,7 @@ struct head_operands {
   std::vector<bfloat16> k_tiles;  // [key / 8][head_dim / 16][128]: 8 keys by 16 dims
   std::vector<bfloat16> v_tiles;  // [key / 16][head_dim / 8][128]: 16 keys by 8 dims
 
+  // An empty v (head_scores: no P V) leaves v_tiles zero.
   head_operands(const attention_shape& s, int block_n, std::span<const bfloat16> q_rows, std::span<const bfloat16> k,
                 std::span<const bfloat16> v)
       : shape(s), q(q_rows) {
@@ -206,10 +207,156 @@ struct head_operands {
     for (std::size_t key = 0; key < keys; ++key)
       for (std::size_t c = 0; c < d; ++c) {
         k_tiles[((key / 8) * (d / 16) + c / 16) * 128 + (key % 8) * 16 + c % 16] = k[key * d + c];
-        v_tiles[((key / 16) * (d / 8) + c / 8) * 128 + (c % 8) * 16 + key % 16] = v[key * d + c];
+        if (!v.empty()) v_tiles[((key / 16) * (d / 8) + c / 8) * 128 + (c % 8) * 16 + key % 16] = v[key * d + c];
       }
   }
 };
+
+// Rows [row0, row0 + 16) of the head's Q as head_dim/16 A tiles of
+// mma_m16n8k16 (16 x 16, row-major); rows past the end are zero.
+inline std::vector<bfloat16> query_tiles(const head_operands& head, int row0) {
+  const int d = head.shape.head_dim;
+  std::vector<bfloat16> tiles(static_cast<std::size_t>(d / 16) * 256, bfloat16::zero());
+  for (int r = 0; r < 16 && row0 + r < head.shape.query_rows; ++r)
+    for (int c = 0; c < d; ++c)
+      tiles[static_cast<std::size_t>(c / 16) * 256 + static_cast<std::size_t>(r) * 16 + static_cast<std::size_t>(c % 16)] =
+          head.q[static_cast<std::size_t>(row0 + r) * static_cast<std::size_t>(d) + static_cast<std::size_t>(c)];
+  return tiles;
+}
+
+// S of 16 query rows (their query_tiles) against the keys of `groups` groups
+// of 8 from first_group on: per group a chain of tensor-core steps over the
+// head dim from +0. Writes scores[r * stride + key - 8 * first_group].
+inline void score_groups(const flash_kernel& kernel, const head_operands& head, const std::vector<bfloat16>& q_tiles,
+                         std::size_t first_group, std::size_t groups, float32* scores, std::size_t stride) {
+  const std::size_t d = static_cast<std::size_t>(head.shape.head_dim);
+  std::array<float32, 128> acc;
+  for (std::size_t group = 0; group < groups; ++group) {
+    acc.fill(float32::zero());
+    for (std::size_t chunk = 0; chunk < d / 16; ++chunk) {
+      // B: the group's 8 keys by the chunk's 16 dims.
+      const bfloat16* b = head.k_tiles.data() + ((first_group + group) * (d / 16) + chunk) * 128;
+      mma_m16n8k16<fp32, bf16>(kernel.tensor_core, std::span<const bfloat16, 256>(q_tiles.data() + chunk * 256, 256),
+                               std::span<const bfloat16, 128>(b, 128), acc, acc);
+    }
+    for (std::size_t r = 0; r < 16; ++r)
+      for (std::size_t n = 0; n < 8; ++n) scores[r * stride + group * 8 + n] = acc[r * 8 + n];
+  }
+}
+
+// mask.h: the keys a query row sees are [0, visible_keys): every key, or
+// (causal) those up to its bottom-right-aligned diagonal.
+inline int visible_keys(const attention_shape& shape, int row) {
+  return shape.causal ? std::min(shape.key_rows, row + 1 + shape.key_rows - shape.query_rows) : shape.key_rows;
+}
+
+// How many of a split's K/V blocks, from the last one processed first, the
+// kernel masks, and whether those guard the rescale against a max of -inf.
+struct masking_plan {
+  int steps = 1;
+  bool check_inf = false;
+};
+inline masking_plan masking_of(const flash_kernel& kernel, const attention_shape& shape) {
+  const bool even_mn = shape.key_rows % kernel.block_n == 0 && shape.query_rows % kernel.block_m == 0;
+  // n_masking_steps: one for the non-causal mask of the last block; causal
+  // needs ceil(block_m / block_n) blocks, one more when the shape is ragged.
+  const int causal_steps = (kernel.block_m + kernel.block_n - 1) / kernel.block_n + (even_mn ? 0 : 1);
+  // Check_inf: the single-split kernel guards the rescale in causal masking
+  // steps; the split kernel also when the shape is ragged.
+  return {shape.causal ? causal_steps : 1, kernel.splits > 1 ? (shape.causal || !even_mn) : shape.causal};
+}
+
+// A masking step: the block's scores of keys the row does not see become -inf.
+inline void mask_block(const flash_kernel& kernel, const attention_shape& shape, int row, int block,
+                       std::span<float32> scores) {
+  const int limit = visible_keys(shape, row);
+  for (std::size_t j = 0; j < scores.size(); ++j)
+    if (block * kernel.block_n + static_cast<int>(j) >= limit) scores[j] = negative_infinity;
+}
+
+// The stabilized rule's tie test (stabilized_max): a score lies within
+// epsilon of max when RN(RN(max - score) * scale) <= epsilon. NaN never does.
+inline bool within_epsilon(float32 scale, float32 epsilon, float32 max, float32 score) {
+  return to_host(ptx::mul_f32(ptx::sub_f32(max, score), scale)) <= to_host(epsilon);
+}
+
+// What merging one K/V block into a row's running max found.
+struct block_max_merge {
+  float32 block_max{};  // the block's max after the stabilized rule (across_blocks: the row's so far)
+  int ties = 0;         // the scores within epsilon of the max tested; 0 without the rule
+};
+
+// One row's running max m through one split's K/V blocks: each block's
+// rowmax, adjusted by the stabilized rule when the kernel has it, merged in.
+class running_row_max {
+ public:
+  explicit running_row_max(const flash_kernel& kernel) : kernel_(&kernel) {}
+
+  float32 value() const { return max_; }
+
+  // scores: the block's block_n raw scores, masked ones -inf; the split's
+  // first block (first) sets the max instead of merging into it.
+  block_max_merge merge(std::span<const float32> scores, bool first) {
+    float32 block_max = scores[0];
+    for (std::size_t j = 1; j < scores.size(); ++j) block_max = fmnmx_max(block_max, scores[j]);
+    const int ties = !kernel_->stabilize ? 0
+                     : kernel_->stabilize->across_blocks ? stabilize_across_blocks(block_max, scores)
+                                                         : stabilize(block_max, scores);
+    max_ = first ? block_max : fmnmx_max(max_, block_max);
+    return {block_max, ties};
+  }
+
+ private:
+  // Algorithm 3's adjustment of a block's max (stabilized_max); returns rs.
+  int stabilize(float32& block_max, std::span<const float32> scores) const {
+    const int ties = ties_with(block_max, scores);
+    if (ties > 1) block_max = stabilized(block_max);
+    return ties;
+  }
+
+  // across_blocks: the rule on the row's largest score so far, repeated when
+  // its second largest passes the test (stabilized_max says why that is
+  // "two or more do"); block_max becomes the (adjusted) row max so far.
+  // Returns the block's scores within epsilon of it.
+  int stabilize_across_blocks(float32& block_max, std::span<const float32> scores) {
+    for (const float32 s : scores) {
+      if (s.is_nan()) continue;  // never within epsilon of anything
+      if (to_host(s) >= to_host(top_)) second_ = top_, top_ = s;
+      else if (to_host(s) > to_host(second_)) second_ = s;
+    }
+    const bool repeated = within_epsilon(kernel_->scale, kernel_->stabilize->epsilon, top_, second_);
+    block_max = repeated ? stabilized(top_) : top_;
+    return ties_with(top_, scores);
+  }
+
+  int ties_with(float32 max, std::span<const float32> scores) const {
+    int ties = 0;
+    for (const float32 s : scores) ties += within_epsilon(kernel_->scale, kernel_->stabilize->epsilon, max, s);
+    return ties;
+  }
+
+  // A repeated max m: RN(beta * m) above 0, 0 below.
+  float32 stabilized(float32 m) const {
+    if (to_host(m) > 0.0f) return ptx::mul_f32(kernel_->stabilize->beta, m);
+    return to_host(m) < 0.0f ? float32::zero() : m;
+  }
+
+  const flash_kernel* kernel_;
+  float32 max_ = negative_infinity;
+  float32 top_ = negative_infinity, second_ = negative_infinity;  // across_blocks: the two largest raw scores so far
+};
+
+// softmax.h's max_scaled: RN(m * scale_log2), 0 while every score is masked (m = -inf).
+inline float32 scaled_max(const flash_kernel& kernel, float32 m) {
+  return m == negative_infinity ? float32::zero() : ptx::mul_f32(m, kernel.scale_log2);
+}
+
+// The argument of the exponential P = ex2(x) of one score:
+// RN(RN(s * scale_log2) - max_scaled) under UNFUSE_FMA, else FFMA(s, scale_log2, -max_scaled).
+inline float32 exponent_argument(const flash_kernel& kernel, float32 score, float32 max_scaled) {
+  return kernel.unfused_scale ? ptx::sub_f32(ptx::mul_f32(score, kernel.scale_log2), max_scaled)
+                              : ptx::fma_f32(score, kernel.scale_log2, float32::from_bits(max_scaled.bits ^ 0x80000000u));
+}
 
 // Where a slab's events go: to the observer of flash_forward_head, for the
 // event kinds it listens to (empty functions for the others).
@@ -225,14 +372,8 @@ class row_slab {
  public:
   row_slab(const flash_kernel& kernel, const head_operands& head, int row0, int split = 0,
            const event_sinks* sinks = nullptr)
-      : kernel_(kernel), head_(head), d_(head.shape.head_dim), row0_(row0), split_(split), sinks_(sinks) {
-    // Q's 16 rows as head_dim/16 tiles of A (16 x 16, row-major); rows past the end are zero.
-    q_tiles_.assign(static_cast<std::size_t>(d_ / 16) * 256, bfloat16::zero());
-    for (int r = 0; r < 16 && row0 + r < head.shape.query_rows; ++r)
-      for (int c = 0; c < d_; ++c)
-        q_tiles_[static_cast<std::size_t>(c / 16) * 256 + static_cast<std::size_t>(r) * 16 + static_cast<std::size_t>(c % 16)] =
-            head.q[static_cast<std::size_t>(row0 + r) * static_cast<std::size_t>(d_) + static_cast<std::size_t>(c)];
-  }
+      : kernel_(kernel), head_(head), d_(head.shape.head_dim), row0_(row0), split_(split), sinks_(sinks),
+        q_tiles_(query_tiles(head, row0)) {}
 
   // Runs K/V blocks [first_block, end_block) from the last down, as the
   // kernel does; masking_steps: how many of the first iterations mask, and
@@ -240,9 +381,7 @@ class row_slab {
   void run(int first_block, int end_block, int masking_steps, bool check_inf_when_masking) {
     const std::size_t bn = static_cast<std::size_t>(kernel_.block_n), d = static_cast<std::size_t>(d_);
     o_.assign(16 * d, float32::zero());
-    max_.assign(16, negative_infinity);
-    top_.assign(16, negative_infinity);
-    second_.assign(16, negative_infinity);
+    maxima_.assign(16, running_row_max(kernel_));
     sums_.assign(16 * 4, float32::zero());
     row_p_.resize(bn);
     row_p_bf16_.resize(bn);
@@ -276,7 +415,7 @@ class row_slab {
     const float32 inverse = degenerate ? from_host(1.0f) : div(from_host(1.0f), sum, ptx::gpu_environment()).result;
     for (int c = 0; c < d_; ++c)
       o_row[static_cast<std::size_t>(c)] = ptx::mul_f32(o_[static_cast<std::size_t>(r) * static_cast<std::size_t>(d_) + static_cast<std::size_t>(c)], inverse);
-    lse = degenerate ? sum_zero_lse : log_sum_exp(max_[static_cast<std::size_t>(r)], sum);
+    lse = degenerate ? sum_zero_lse : log_sum_exp(maxima_[static_cast<std::size_t>(r)].value(), sum);
     if (sinks_ != nullptr && sinks_->row_end) sinks_->row_end(row_end_event{row0_ + r, split_, sum, inverse, lse, o_row});
   }
 
@@ -292,20 +431,8 @@ class row_slab {
   }
 
   void compute_scores(int block, std::vector<float32>& scores) const {
-    const std::size_t bn = static_cast<std::size_t>(kernel_.block_n), d = static_cast<std::size_t>(d_);
-    const std::size_t first_group = static_cast<std::size_t>(block) * bn / 8;
-    std::array<float32, 128> acc;
-    for (std::size_t group = 0; group < bn / 8; ++group) {
-      acc.fill(float32::zero());
-      for (std::size_t chunk = 0; chunk < d / 16; ++chunk) {
-        // B: the group's 8 keys by the chunk's 16 dims.
-        const bfloat16* b = head_.k_tiles.data() + ((first_group + group) * (d / 16) + chunk) * 128;
-        mma_m16n8k16<fp32, bf16>(kernel_.tensor_core, std::span<const bfloat16, 256>(q_tiles_.data() + chunk * 256, 256),
-                                 std::span<const bfloat16, 128>(b, 128), acc, acc);
-      }
-      for (std::size_t r = 0; r < 16; ++r)
-        for (std::size_t n = 0; n < 8; ++n) scores[r * bn + group * 8 + n] = acc[r * 8 + n];
-    }
+    const std::size_t bn = static_cast<std::size_t>(kernel_.block_n);
+    score_groups(kernel_, head_, q_tiles_, static_cast<std::size_t>(block) * bn / 8, bn / 8, scores.data(), bn);
   }
 
   void softmax_row(int r, int block, bool first, bool masking, bool check_inf, std::vector<float32>& scores,
@@ -314,21 +441,10 @@ class row_slab {
     float32* s = scores.data() + ur * bn;
     const attention_shape& shape = head_.shape;
     const int row = row0_ + r;
-    if (masking) {
-      // mask.h: keys past the end, and (causal) keys after the row's diagonal, are -inf.
-      int limit = shape.key_rows;
-      if (shape.causal) limit = std::min(limit, row + 1 + shape.key_rows - shape.query_rows);
-      for (std::size_t j = 0; j < bn; ++j)
-        if (block * kernel_.block_n + static_cast<int>(j) >= limit) s[j] = negative_infinity;
-    }
-    const float32 previous = max_[ur];
-    float32 block_max = s[0];
-    for (std::size_t j = 1; j < bn; ++j) block_max = fmnmx_max(block_max, s[j]);
-    const int ties = !kernel_.stabilize ? 0
-                     : kernel_.stabilize->across_blocks ? stabilize_across_blocks(ur, block_max, s)
-                                                        : stabilize(block_max, s);
-    const float32 m = first ? block_max : fmnmx_max(previous, block_max);
-    max_[ur] = m;
+    if (masking) mask_block(kernel_, shape, row, block, std::span<float32>(s, bn));
+    const float32 previous = maxima_[ur].value();
+    const block_max_merge merged = maxima_[ur].merge(std::span<const float32>(s, bn), first);
+    const float32 m = maxima_[ur].value();
     float32* sums = sums_.data() + ur * 4;
     float32 alpha{};
     if (!first) {
@@ -340,13 +456,11 @@ class row_slab {
       if (alpha.bits != 0x3F800000u)
         for (int c = 0; c < d_; ++c) o[c] = ptx::mul_f32(o[c], alpha);
     }
-    const float32 max_scaled = m == negative_infinity ? float32::zero() : ptx::mul_f32(m, kernel_.scale_log2);
+    const float32 max_scaled = scaled_max(kernel_, m);
     std::vector<float32>& row_p = row_p_;
     // The exponents first, their table entries fetched, then the lookups.
     for (std::size_t j = 0; j < bn; ++j) {
-      row_p[j] = kernel_.unfused_scale
-                     ? ptx::sub_f32(ptx::mul_f32(s[j], kernel_.scale_log2), max_scaled)
-                     : ptx::fma_f32(s[j], kernel_.scale_log2, float32::from_bits(max_scaled.bits ^ 0x80000000u));
+      row_p[j] = exponent_argument(kernel_, s[j], max_scaled);
       ptx::prefetch_ex2(row_p[j], tables_);
     }
     for (std::size_t j = 0; j < bn; ++j) {
@@ -355,8 +469,8 @@ class row_slab {
       p[(j / 16) * 256 + ur * 16 + j % 16] = row_p_bf16_[j];  // A tiles of P V
     }
     if (sinks_ != nullptr && sinks_->softmax && row < shape.query_rows)  // not the slab's padding rows
-      sinks_->softmax(softmax_block_event{row, split_, block, block_max, m,
-                                          first ? std::nullopt : std::optional<float32>(alpha), ties,
+      sinks_->softmax(softmax_block_event{row, split_, block, merged.block_max, m,
+                                          first ? std::nullopt : std::optional<float32>(alpha), merged.ties,
                                           std::span<const float32>(s, bn), row_p, row_p_bf16_});
     // Thread t of the quad holds columns 8 nj + 2 t + {0, 1}, added in that
     // order. On later blocks nvcc contracts the rescale of the running sum
@@ -369,44 +483,6 @@ class row_slab {
           else sums[t] = first ? x : ptx::fma_f32(alpha, sums[t], x);
         }
     }
-  }
-
-  // Algorithm 3's adjustment of a block's max (stabilized_max); returns rs.
-  int stabilize(float32& block_max, const float32* s) const {
-    const int ties = ties_with(block_max, s);
-    if (ties > 1) block_max = stabilized(block_max);
-    return ties;
-  }
-
-  // across_blocks: the rule on the row's largest score so far, repeated when
-  // its second largest passes the test (stabilized_max says why that is
-  // "two or more do"); block_max becomes the (adjusted) row max so far.
-  // Returns the block's scores within epsilon of it.
-  int stabilize_across_blocks(std::size_t r, float32& block_max, const float32* s) {
-    float32& top = top_[r];
-    float32& second = second_[r];
-    for (std::size_t j = 0; j < static_cast<std::size_t>(kernel_.block_n); ++j) {
-      if (s[j].is_nan()) continue;  // never within epsilon of anything
-      if (to_host(s[j]) >= to_host(top)) second = top, top = s[j];
-      else if (to_host(s[j]) > to_host(second)) second = s[j];
-    }
-    const bool repeated = within_epsilon(top, second);
-    block_max = repeated ? stabilized(top) : top;
-    return ties_with(top, s);
-  }
-
-  bool within_epsilon(float32 max, float32 score) const {
-    return to_host(ptx::mul_f32(ptx::sub_f32(max, score), kernel_.scale)) <= to_host(kernel_.stabilize->epsilon);
-  }
-  int ties_with(float32 max, const float32* s) const {
-    int ties = 0;
-    for (std::size_t j = 0; j < static_cast<std::size_t>(kernel_.block_n); ++j) ties += within_epsilon(max, s[j]);
-    return ties;
-  }
-  // A repeated max m: RN(beta * m) above 0, 0 below.
-  float32 stabilized(float32 m) const {
-    if (to_host(m) > 0.0f) return ptx::mul_f32(kernel_.stabilize->beta, m);
-    return to_host(m) < 0.0f ? float32::zero() : m;
   }
 
   // p: the block's P in bf16 as block_n / 16 A tiles (16 rows by 16 keys).
@@ -440,8 +516,7 @@ class row_slab {
   const ptx::mufu_tables& tables_ = ptx::mufu_tables::shared();
   std::vector<bfloat16> q_tiles_;
   std::vector<float32> o_;     // [16][head_dim], the unnormalised accumulator
-  std::vector<float32> max_;   // [16]
-  std::vector<float32> top_, second_;  // [16], across_blocks: the two largest raw scores so far
+  std::vector<running_row_max> maxima_;  // [16]
   std::vector<float32> sums_;  // [16][4], each thread's partial row sum
   std::vector<float32> row_p_;  // one row's P of the current block, in fp32
   std::vector<bfloat16> row_p_bf16_;  // and in bf16
@@ -516,24 +591,6 @@ inline float32 combine_splits(int head_dim, std::span<const float32> split_o, st
 
 namespace detail {
 
-// How many of a thread block's first K/V iterations mask scores, and whether
-// those guard the rescale against a max of -inf.
-struct masking_plan {
-  int steps = 1;
-  bool check_inf = false;
-};
-inline masking_plan masking_of(const flash_kernel& kernel, const attention_shape& shape) {
-  const bool even_mn = shape.key_rows % kernel.block_n == 0 && shape.query_rows % kernel.block_m == 0;
-  // n_masking_steps: one for the non-causal mask of the last block; causal
-  // needs ceil(block_m / block_n) blocks, one more when the shape is ragged.
-  const int steps = !shape.causal ? 1
-                    : even_mn     ? (kernel.block_m + kernel.block_n - 1) / kernel.block_n
-                                  : (kernel.block_m + kernel.block_n - 1) / kernel.block_n + 1;
-  // Check_inf: the single-split kernel guards the rescale in causal masking
-  // steps; the split kernel also when the shape is ragged.
-  return {steps, kernel.splits > 1 ? (shape.causal || !even_mn) : shape.causal};
-}
-
 // One slab of 16 query rows of a head (rows [row0, row0 + 16)), through every
 // split and then the combine; writes those rows of o and lse.
 inline void run_slab(const flash_kernel& kernel, const head_operands& head, int row0, std::span<bfloat16> o,
@@ -541,7 +598,7 @@ inline void run_slab(const flash_kernel& kernel, const head_operands& head, int 
   const attention_shape& shape = head.shape;
   const std::size_t d = static_cast<std::size_t>(shape.head_dim);
   const bool split = kernel.splits > 1;
-  const auto [masking_steps, check_inf] = masking_of(kernel, shape);
+  const masking_plan masking = masking_of(kernel, shape);
   const int m_block = row0 / kernel.block_m;
   const int rows = std::min(16, shape.query_rows - row0);
   std::vector<float32> split_o(static_cast<std::size_t>(kernel.splits) * 16 * d, float32::zero());
@@ -551,7 +608,7 @@ inline void run_slab(const flash_kernel& kernel, const head_operands& head, int 
     const block_range range = blocks_of(kernel, shape, m_block, s);
     if (range.first >= range.end) continue;  // an empty split: O = 0, L = -inf (+inf unsplit)
     row_slab slab(kernel, head, row0, s, sinks);
-    slab.run(range.first, range.end, masking_steps, check_inf);
+    slab.run(range.first, range.end, masking.steps, masking.check_inf);
     for (int r = 0; r < rows; ++r) {
       const std::size_t at = static_cast<std::size_t>(s) * 16 + static_cast<std::size_t>(r);
       slab.finish_row(r, std::span<float32>(split_o.data() + at * d, d), split_lse[at],
@@ -640,6 +697,31 @@ void flash_forward_head(const flash_kernel& kernel, const attention_shape& shape
   worker();
   for (std::thread& thread : pool) thread.join();
   if (failure) std::rethrow_exception(failure);
+}
+
+// S = Q K^T of one head as the kernel's tensor-core steps compute it, before
+// any scaling or mask: [query_rows][key_rows], from q [query_rows][head_dim]
+// and k [key_rows][head_dim] (bf16). A score does not depend on the block or
+// split it falls in (each group of 8 keys starts its chain from +0).
+inline std::vector<float32> head_scores(const flash_kernel& kernel, const attention_shape& shape,
+                                        std::span<const bfloat16> q, std::span<const bfloat16> k) {
+  if (shape.query_rows < 1 || shape.key_rows < 1 || shape.head_dim < 16 || shape.head_dim % 16 != 0)
+    throw std::invalid_argument("head_scores: a head needs at least one query row and one key, and a head dim that "
+                                "is a multiple of 16");
+  const std::size_t rows = static_cast<std::size_t>(shape.query_rows), keys = static_cast<std::size_t>(shape.key_rows);
+  const std::size_t d = static_cast<std::size_t>(shape.head_dim);
+  if (q.size() != rows * d || k.size() != keys * d)
+    throw std::invalid_argument("head_scores: q needs query_rows x head_dim elements, k key_rows x head_dim");
+  const detail::head_operands head(shape, 16, q, k, {});
+  const std::size_t padded = (keys + 15) / 16 * 16;
+  std::vector<float32> slab(16 * padded), scores(rows * keys);
+  for (std::size_t row0 = 0; row0 < rows; row0 += 16) {
+    detail::score_groups(kernel, head, detail::query_tiles(head, static_cast<int>(row0)), 0, padded / 8, slab.data(), padded);
+    for (std::size_t r = 0; r < 16 && row0 + r < rows; ++r)
+      std::copy_n(slab.begin() + static_cast<std::ptrdiff_t>(r * padded), keys,
+                  scores.begin() + static_cast<std::ptrdiff_t>((row0 + r) * keys));
+  }
+  return scores;
 }
 
 // The results of one call: O [batch, heads, query_rows, head_dim] in bf16 and

@@ -425,12 +425,15 @@ int mechanism_command(const arguments& args) {
 
 }  // namespace
 
+int bias_statistics_command(const arguments& args);  // src/bias_statistics.cpp
+
 int bias_command(const arguments& args) {
   if (args.empty()) fail("bias: expected an analysis, mechanism (bitexact bias mechanism --help)");
   if (args.front() == "--help" || args.front() == "-h") {
     std::fputs(bias_help.data(), stdout);
     return 0;
   }
+  if (args.front() == "statistics") return bias_statistics_command(arguments(args.begin() + 1, args.end()));
   if (args.front() != "mechanism")
     fail("bias: unknown analysis " + quoted_input(args.front()) + "; expected mechanism (bitexact bias --help)");
   return mechanism_command(arguments(args.begin() + 1, args.end()));

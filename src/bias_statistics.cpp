@@ -400,6 +400,7 @@ std::string plot_of(const statistics_options& o, const std::vector<head_spec>& c
                     const std::vector<std::vector<cell_statistics>>& stats) {
   const char* colors[] = {"#222222", "#c0392b", "#2471a3", "#27ae60", "#8e44ad", "#d35400", "#16a085"};
   std::vector<svg::panel> panels;
+  const std::size_t lines_per_panel = variants.size() * o.placements.size();
   for (const bool delta : {false, true})
     for (const max_kind maximum : o.maxima) {
       svg::panel p{fmt::format("{}: {} maxima, head dim {}, {} keys, V mean {}", delta ? "delta" : "O", testing::name_of(maximum),
@@ -418,7 +419,9 @@ std::string plot_of(const statistics_options& o, const std::vector<head_spec>& c
                 cell.head_dim != o.head_dims.front() || cell.keys != o.key_counts.front())
               continue;
             const statistics::clustered_sample& s = delta ? stats[c][v].delta : stats[c][v].o;
-            line.points.emplace_back(std::log2(cell.ties), s.mean());
+            // Each line a little to the side, so that the whiskers at one number of ties do not overlap.
+            const double offset = 0.035 * (static_cast<double>(p.lines.size()) - 0.5 * static_cast<double>(lines_per_panel - 1));
+            line.points.emplace_back(std::log2(cell.ties) + offset, s.mean());
             line.whiskers.push_back(s.half_width());
           }
           p.lines.push_back(std::move(line));

@@ -4,6 +4,6 @@
 # derived by hand and a host-float implementation.
 bitexact_add_test_program(test_attention test_attention_replay.cpp test_attention_stabilized.cpp
                           test_attention_explain.cpp test_attention_paper_reference.cpp
-                          test_attention_cumulative_error.cpp)
+                          test_attention_cumulative_error.cpp test_synthetic_heads.cpp)
 target_include_directories(test_attention PRIVATE ${PROJECT_SOURCE_DIR}/src)
 add_test(NAME attention_replay COMMAND test_attention)

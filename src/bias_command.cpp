@@ -369,6 +369,7 @@ int mechanism_command(const arguments& args) {
 }  // namespace
 
 int attribution_command(const arguments& args);  // src/bias_attribution.cpp
+int bias_statistics_command(const arguments& args);  // src/bias_statistics.cpp
 
 int bias_command(const arguments& args) {
   if (args.empty()) fail("bias: expected an analysis, mechanism (bitexact bias mechanism --help)");
@@ -377,6 +378,7 @@ int bias_command(const arguments& args) {
     return 0;
   }
   if (args.front() == "attribution") return attribution_command(arguments(args.begin() + 1, args.end()));
+  if (args.front() == "statistics") return bias_statistics_command(arguments(args.begin() + 1, args.end()));
   if (args.front() != "mechanism")
     fail("bias: unknown analysis " + quoted_input(args.front()) + "; expected mechanism (bitexact bias --help)");
   return mechanism_command(arguments(args.begin() + 1, args.end()));

@@ -5,7 +5,7 @@
 bitexact_add_test_program(test_attention test_attention_replay.cpp test_attention_stabilized.cpp
                           test_attention_explain.cpp test_attention_paper_reference.cpp
                           test_attention_cumulative_error.cpp test_attention_rounding_sites.cpp
-                          test_attention_repeated_max.cpp)
+                          test_attention_repeated_max.cpp test_synthetic_heads.cpp)
 target_include_directories(test_attention PRIVATE ${PROJECT_SOURCE_DIR}/src)
 add_test(NAME attention_replay COMMAND test_attention --test-case-exclude=rounding\ sites:*)
 # The rounding-site row model (attention/rounding_sites.hpp), in a wide binary type.

@@ -565,3 +565,35 @@ bitexact_cli_test(bias_attribution_error_beta RC 2 ARGS bias attribution --beta 
 bitexact_cli_test(bias_attribution_error_unknown_option RC 2 ARGS bias attribution --cols 3 ONE_LINE_ERROR)
 bitexact_cli_test(bias_attribution_error_argument RC 2 ARGS bias attribution rows ONE_LINE_ERROR
   ERROR_CONTAINS "unexpected argument 'rows'")
+
+# --- bias statistics: mean signed error of O and delta over synthetic heads, standard vs stabilized ----
+bitexact_cli_test(bias_statistics_help ARGS bias statistics --help CONTAINS "usage: bitexact bias statistics"
+  "The independent unit (units) is a tie group of a head")
+# One cell per placement, 8 ties in a head of 512 keys (4 blocks of 128), negative maxima -[4, 32): the
+# standard kernel has P-bar = 1 at every tie (8 a row, plus the running max of blocks taken before the
+# ties' block); the per-block rule removes them in one_block and sink, and leaves them across blocks only
+# where a block holds a single tie (here every block holds 2: none left).
+bitexact_cli_test(bias_statistics_small ARGS bias statistics --maxima negative --ties 8 --v-means -1 --heads 2
+  --rows 16 --threads 2 --csv ${BITEXACT_CLI_DATA}/bias_statistics.csv --svg ${BITEXACT_CLI_DATA}/bias_statistics.svg
+  CONTAINS " 64   512 negative           one_block        8   -1     32    32 |"
+  " 64   512 negative           sink             8   -1     32     2 |")
+bitexact_cli_test(bias_statistics_error_ties RC 2 ARGS bias statistics --ties 0,4 ONE_LINE_ERROR
+  ERROR_CONTAINS "--ties expects integers from 1 to 64, not '0'")
+bitexact_cli_test(bias_statistics_error_keys RC 2 ARGS bias statistics --keys 500 ONE_LINE_ERROR
+  ERROR_CONTAINS "--keys expects multiples of 128 from 128 to 4096, not '500'")
+bitexact_cli_test(bias_statistics_error_head_dim RC 2 ARGS bias statistics --head-dims 96 ONE_LINE_ERROR
+  ERROR_CONTAINS "--head-dims expects 64 and/or 128")
+bitexact_cli_test(bias_statistics_error_placement RC 2 ARGS bias statistics --placements one_block,middle ONE_LINE_ERROR
+  ERROR_CONTAINS "--placements expects one_block, across_blocks, sink, not 'middle'")
+bitexact_cli_test(bias_statistics_error_v_mean RC 2 ARGS bias statistics --v-means 0.25 ONE_LINE_ERROR
+  ERROR_CONTAINS "--v-means expects values among -1, -0.5, 0, 0.5, 1")
+bitexact_cli_test(bias_statistics_error_beta RC 2 ARGS bias statistics --betas 1 ONE_LINE_ERROR
+  ERROR_CONTAINS "--betas expects decimals above 1")
+bitexact_cli_test(bias_statistics_error_repeated RC 2 ARGS bias statistics --ties 2,2 ONE_LINE_ERROR
+  ERROR_CONTAINS "--ties names '2' twice")
+bitexact_cli_test(bias_statistics_error_ties_beyond_block RC 2 ARGS bias statistics --head-dims 128 --ties 65
+  ONE_LINE_ERROR ERROR_CONTAINS "--ties expects integers from 1 to 64")
+bitexact_cli_test(bias_statistics_error_save_heads RC 2 ARGS bias statistics --keys 128,256 --save-heads x
+  ONE_LINE_ERROR ERROR_CONTAINS "--save-heads needs one --head-dims and one --keys value")
+bitexact_cli_test(bias_statistics_error_argument RC 2 ARGS bias statistics extra ONE_LINE_ERROR
+  ERROR_CONTAINS "unexpected argument 'extra'")

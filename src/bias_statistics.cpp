@@ -1,0 +1,530 @@
+// `bitexact bias statistics`: the mean signed error of O and of delta =
+// rowsum(dO O) over many synthetic query rows (testing/synthetic_heads.hpp),
+// per scenario cell, for the standard kernel and the stabilized ones
+// (Qiu & Yao, Algorithm 3), with 95% confidence intervals; CSV and an SVG plot.
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <bitexact/attention/flash_forward.hpp>
+#include <bitexact/hardware/mufu_tables.hpp>
+#include <bitexact/testing/synthetic_heads.hpp>
+
+#include "bias_statistics.hpp"
+#include "cli.hpp"
+#include "npy.hpp"
+#include "svg_plot.hpp"
+
+namespace bitexact::cli {
+namespace {
+
+using attention::attention_shape;
+using attention::flash_kernel;
+using testing::head_spec;
+using testing::max_kind;
+using testing::tie_placement;
+
+constexpr std::string_view statistics_help =
+    "usage: bitexact bias statistics [--head-dims LIST] [--keys LIST] [--rows R] [--heads H]\n"
+    "           [--ties LIST] [--placements LIST] [--maxima LIST] [--v-means LIST]\n"
+    "           [--betas LIST] [--eps X] [--across-blocks] [--seed N] [--threads T]\n"
+    "           [--csv FILE] [--svg FILE] [--save-heads DIR]\n"
+    "\n"
+    "Does the paper's stabilized softmax (Qiu & Yao, Algorithm 3) remove the rounding bias\n"
+    "of attention's output? Over synthetic heads (include/bitexact/testing/synthetic_heads.hpp,\n"
+    "docs/bias.md) whose query rows each have t scores tied at the row maximum, it runs the\n"
+    "GPU kernel bit for bit (pytorch_sdpa_flash_sm90, single-split path) and its stabilized\n"
+    "variants (pytorch_sdpa_flash_sm90_stabilized, per K/V block; with --across-blocks also\n"
+    "..._stabilized_across_blocks) and compares each query row with the exact output\n"
+    "O_exact = softmax(scale Q K^T) V in double (scale the kernel's fp32 1/sqrt(d)):\n"
+    "  o       mean over the row's columns of O - O_exact, O the kernel's bf16 output\n"
+    "  o_away  the same with each column's error signed by O_exact (> 0: away from zero)\n"
+    "  delta   sum over the columns of dO (O - O_exact): the part of the error of\n"
+    "          delta = rowsum(dO O) that O makes (not the backward kernel's own rounding)\n"
+    "  o_fp32  as o, for O in fp32 before the kernel converts it to bf16\n"
+    "  p_one   keys whose bf16 P-bar is exactly 1 when P-bar V takes them\n"
+    "Per scenario cell (head dim, keys, maximum, placement, ties, V mean) and kernel it\n"
+    "prints the mean of each over the cell's rows with the half width of its 95% confidence\n"
+    "interval. The independent unit (units) is a tie group of a head, not a row: the rows of\n"
+    "a group share their tied keys and V rows (a sink head is one group), so the interval is\n"
+    "t(0.975, units - 1) s / sqrt(units), s the standard deviation of the units' means.\n"
+    "\n"
+    "options (LIST: comma-separated values):\n"
+    "  --head-dims LIST   64 and/or 128 (default 64)\n"
+    "  --keys LIST        keys N per head, multiples of 128 from 128 to 4096 (default 512)\n"
+    "  --rows R           query rows per head, 1 to 4096 (default 32)\n"
+    "  --heads H          heads per cell, 1 to 10000 (default 16)\n"
+    "  --ties LIST        keys tied at each row's max, 1 to 64 (default 1,2,4,8,16,32,64)\n"
+    "  --placements LIST  one_block (the ties in one K/V block), across_blocks (tie k of group\n"
+    "                     g in block (g + k) mod blocks), sink (keys 0..t-1 for every row)\n"
+    "                     (default all three)\n"
+    "  --maxima LIST      the row max lambda (unscaled): positive [4, 32), small_positive\n"
+    "                     [2^-11, 2^-7), negative -[4, 32), negative_near_zero -[2^-11, 2^-7)\n"
+    "                     (default all four)\n"
+    "  --v-means LIST     V's (and dO's) mean: -1, -0.5, 0, 0.5, 1 (default -1,1)\n"
+    "  --betas LIST       the stabilized kernels' beta, each > 1 (default 2,7)\n"
+    "  --eps X            their epsilon, >= 0 (default 0.001, the presets')\n"
+    "  --across-blocks    also the rule applied across K/V blocks, for each beta\n"
+    "  --seed N           the generator's seed (0 to 2^64 - 1; default 1)\n"
+    "  --threads T        heads run on T threads (default: the host's cores); the results do\n"
+    "                     not depend on it\n"
+    "  --csv FILE         one line per cell and kernel: kernel, beta, eps, head_dim, keys,\n"
+    "                     max_kind, placement, ties, v_mean, rows, clusters (units), then mean\n"
+    "                     and ci95 (half width) of o, o_away, delta, o_fp32, and p_one_mean\n"
+    "  --svg FILE         plot o and delta against the ties, standard vs stabilized, one panel\n"
+    "                     per maximum, for the first --v-means value and the first head dim and\n"
+    "                     keys; 95% intervals as whiskers\n"
+    "  --save-heads DIR   write every head's q, k, v, d_o and each kernel's o as .npy (uint16\n"
+    "                     bf16 patterns [heads, rows or keys, d]) and heads.csv (head, cell);\n"
+    "                     needs one head dim and one keys value\n"
+    "Options take `--name VALUE` or `--name=VALUE`, each once.\n"
+    "\n"
+    "Head h of cell c (cells in the order head dim, keys, maximum, placement, ties, V mean,\n"
+    "each as listed) is generator head r * cells + c for replicate r, so that a run with more\n"
+    "heads (cuda/attention/bias_statistics.py on the GPU) repeats this run's heads first.\n"
+    "The kernel's exponentials are MUFU table lookups: the command needs the data folder's\n"
+    "mufu_*.bxt (as bitexact attention does). Exit status: 0 done; 2 bad arguments or output\n"
+    "that could not be written, with one line on stderr. docs/bias.md shows the default run.\n";
+
+struct statistics_options {
+  std::vector<int> head_dims{64}, key_counts{512};
+  int rows = 32, heads = 16;
+  std::vector<int> ties{1, 2, 4, 8, 16, 32, 64};
+  std::vector<tie_placement> placements{testing::every_tie_placement.begin(), testing::every_tie_placement.end()};
+  std::vector<max_kind> maxima{testing::every_max_kind.begin(), testing::every_max_kind.end()};
+  std::vector<double> v_means{-1, 1};
+  std::vector<double> betas{2, 7};
+  double eps = 1e-3;
+  bool across_blocks = false;
+  std::uint64_t seed = 1;
+  int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  std::string csv, svg, save_heads;
+};
+
+[[noreturn]] void refuse(std::string_view option, std::string_view expected, std::string_view given) {
+  fail("bias statistics: " + std::string(option) + " expects " + std::string(expected) + ", not " + quoted_input(given));
+}
+
+std::vector<std::string_view> split_list(std::string_view text) {
+  std::vector<std::string_view> items;
+  while (true) {
+    const std::size_t comma = text.find(',');
+    items.push_back(text.substr(0, comma));
+    if (comma == std::string_view::npos) return items;
+    text = text.substr(comma + 1);
+  }
+}
+
+int integer_in(std::string_view text, int low, int high, std::string_view option, std::string_view expected) {
+  int parsed = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed);
+  if (text.empty() || error != std::errc{} || end != text.data() + text.size() || parsed < low || parsed > high)
+    refuse(option, expected, text);
+  return parsed;
+}
+
+double decimal_in(std::string_view text, std::string_view option, std::string_view expected) {
+  const std::string copy(text);
+  char* end = nullptr;
+  const double parsed = std::strtod(copy.c_str(), &end);
+  if (copy.empty() || *end != '\0' || !std::isfinite(parsed)) refuse(option, expected, text);
+  return parsed;
+}
+
+// A list whose items are parsed one by one; a repeated item is refused (it would count its rows twice).
+template <class T, class Parse>
+std::vector<T> list_of(std::string_view text, std::string_view option, Parse parse) {
+  std::vector<T> items;
+  for (const std::string_view item : split_list(text)) {
+    const T parsed = parse(item);
+    if (std::find(items.begin(), items.end(), parsed) != items.end())
+      fail("bias statistics: " + std::string(option) + " names " + quoted_input(item) + " twice");
+    items.push_back(parsed);
+  }
+  return items;
+}
+
+template <class Enum, std::size_t N>
+Enum enum_named(std::string_view text, const std::array<Enum, N>& every, std::string_view option) {
+  std::string names;
+  for (const Enum e : every) {
+    if (testing::name_of(e) == text) return e;
+    names += (names.empty() ? "" : ", ") + std::string(testing::name_of(e));
+  }
+  refuse(option, names, text);
+}
+
+statistics_options parse_options(const arguments& args) {
+  argument_reader reader(args, "bias statistics");
+  statistics_options o;
+  for (; !reader.at_end(); reader.next()) {
+    std::string_view value;
+    if (reader.take_value("--head-dims", value)) {
+      o.head_dims = list_of<int>(value, "--head-dims", [](std::string_view x) {
+        const int d = integer_in(x, 64, 128, "--head-dims", "64 and/or 128");
+        if (d != 64 && d != 128) refuse("--head-dims", "64 and/or 128", x);
+        return d;
+      });
+    } else if (reader.take_value("--keys", value)) {
+      o.key_counts = list_of<int>(value, "--keys", [](std::string_view x) {
+        const int n = integer_in(x, 128, 4096, "--keys", "multiples of 128 from 128 to 4096");
+        if (n % 128 != 0) refuse("--keys", "multiples of 128 from 128 to 4096", x);
+        return n;
+      });
+    } else if (reader.take_value("--rows", value)) {
+      o.rows = integer_in(value, 1, 4096, "--rows", "an integer from 1 to 4096");
+    } else if (reader.take_value("--heads", value)) {
+      o.heads = integer_in(value, 1, 10000, "--heads", "an integer from 1 to 10000");
+    } else if (reader.take_value("--ties", value)) {
+      o.ties = list_of<int>(value, "--ties", [](std::string_view x) { return integer_in(x, 1, 64, "--ties", "integers from 1 to 64"); });
+    } else if (reader.take_value("--placements", value)) {
+      o.placements = list_of<tie_placement>(value, "--placements", [](std::string_view x) {
+        return enum_named(x, testing::every_tie_placement, "--placements");
+      });
+    } else if (reader.take_value("--maxima", value)) {
+      o.maxima = list_of<max_kind>(value, "--maxima",
+                                   [](std::string_view x) { return enum_named(x, testing::every_max_kind, "--maxima"); });
+    } else if (reader.take_value("--v-means", value)) {
+      o.v_means = list_of<double>(value, "--v-means", [](std::string_view x) {
+        const double m = decimal_in(x, "--v-means", "values among -1, -0.5, 0, 0.5, 1");
+        if (m != -1 && m != -0.5 && m != 0 && m != 0.5 && m != 1) refuse("--v-means", "values among -1, -0.5, 0, 0.5, 1", x);
+        return m;
+      });
+    } else if (reader.take_value("--betas", value)) {
+      o.betas = list_of<double>(value, "--betas", [](std::string_view x) {
+        const double beta = decimal_in(x, "--betas", "decimals above 1 such as 2");
+        if (!(beta > 1) || static_cast<double>(static_cast<float>(beta)) != beta)
+          refuse("--betas", "decimals above 1 that are fp32 values, such as 2 or 7", x);
+        return beta;
+      });
+    } else if (reader.take_value("--eps", value)) {
+      o.eps = decimal_in(value, "--eps", "a decimal of at least 0 such as 0.001");
+      if (o.eps < 0) refuse("--eps", "a decimal of at least 0 such as 0.001", value);
+    } else if (reader.take_flag("--across-blocks")) {
+      o.across_blocks = true;
+    } else if (reader.take_value("--seed", value)) {
+      const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), o.seed);
+      if (value.empty() || error != std::errc{} || end != value.data() + value.size())
+        refuse("--seed", "an integer from 0 to 2^64 - 1", value);
+    } else if (reader.take_value("--threads", value)) {
+      o.threads = integer_in(value, 1, 1024, "--threads", "an integer from 1 to 1024");
+    } else if (reader.take_value("--csv", value)) {
+      o.csv = value;
+    } else if (reader.take_value("--svg", value)) {
+      o.svg = value;
+    } else if (reader.take_value("--save-heads", value)) {
+      o.save_heads = value;
+    } else if (reader.current().size() > 1 && reader.current().front() == '-') {
+      reader.unknown_option();
+    } else {
+      fail("bias statistics: unexpected argument " + quoted_input(reader.current()) + "; it takes options only");
+    }
+  }
+  if (!o.save_heads.empty() && (o.head_dims.size() != 1 || o.key_counts.size() != 1))
+    fail("bias statistics: --save-heads needs one --head-dims and one --keys value (the .npy files hold one shape)");
+  return o;
+}
+
+// One kernel the statistics compare: its name as the CSV writes it, beta (0 for the standard one), and
+// its preset for a shape.
+struct variant {
+  std::string name;
+  double beta = 0;
+  bool across_blocks = false;
+
+  std::string label() const {
+    return beta == 0 ? name : fmt::format("{} beta {}", name, beta);
+  }
+  std::string file_tag() const { return beta == 0 ? name : fmt::format("{}_beta{}", name, beta); }
+
+  flash_kernel kernel(const attention_shape& shape, double eps) const {
+    // The single-split kernel, as PyTorch launches it when the call's row blocks fill 80% of the GPU
+    // (256 heads), which is the path our GPU kernels implement.
+    attention_shape launch = shape;
+    launch.heads = 256;
+    if (beta == 0) return attention::pytorch_sdpa_flash_sm90(launch);
+    const attention::stabilized_max rule{from_host(static_cast<float>(beta)), from_host(static_cast<float>(eps)), false};
+    return across_blocks ? attention::pytorch_sdpa_flash_sm90_stabilized_across_blocks(launch, {}, rule)
+                         : attention::pytorch_sdpa_flash_sm90_stabilized(launch, {}, rule);
+  }
+};
+
+std::vector<variant> variants_of(const statistics_options& o) {
+  std::vector<variant> out{{"standard", 0, false}};
+  for (const double beta : o.betas) out.push_back({"stabilized", beta, false});
+  if (o.across_blocks)
+    for (const double beta : o.betas) out.push_back({"across_blocks", beta, true});
+  return out;
+}
+
+// The kernel's K/V block for a head dim, which the placements refer to.
+int tile_of(int head_dim) {
+  return attention::pytorch_sdpa_flash_sm90(attention_shape{1, 256, 128, 4096, head_dim, false}).block_n;
+}
+
+std::vector<head_spec> cells_of(const statistics_options& o) {
+  std::vector<head_spec> cells;
+  for (const int d : o.head_dims)
+    for (const int keys : o.key_counts)
+      for (const max_kind maximum : o.maxima)
+        for (const tie_placement placement : o.placements)
+          for (const int ties : o.ties)
+            for (const double v_mean : o.v_means) {
+              const head_spec spec{d, keys, o.rows, tile_of(d), maximum, placement, ties, v_mean};
+              if (ties > spec.tile)
+                fail(fmt::format("bias statistics: --ties {} exceeds head dim {}'s K/V block of {} keys", ties, d, spec.tile));
+              cells.push_back(spec);
+            }
+  return cells;
+}
+
+// What one kernel's run of one head leaves per row.
+struct row_results {
+  std::vector<statistics::row_errors> errors;
+  std::vector<double> o_fp32;  // the mean error of O before its bf16 conversion
+  std::vector<int> p_one;
+  std::vector<int> group;  // the row's tie group
+};
+
+// Per row, the keys whose bf16 P-bar is 1, and O in fp32 at the end of the row.
+struct row_recorder {
+  std::size_t head_dim;
+  std::vector<int> p_one;
+  std::vector<float32> o_fp32;
+  void on(const attention::softmax_block_event& e) {
+    for (const bfloat16 p : e.p_bf16) p_one[static_cast<std::size_t>(e.row)] += p.bits == 0x3F80 ? 1 : 0;
+  }
+  void on(const attention::row_end_event& e) {
+    std::copy(e.o.begin(), e.o.end(), o_fp32.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(e.row) * head_dim));
+  }
+};
+
+struct head_run {
+  std::vector<row_results> by_variant;
+  std::vector<std::vector<bfloat16>> o;  // by variant, kept for --save-heads
+};
+
+head_run run_head(const testing::synthetic_head& head, const std::vector<variant>& variants, double eps, bool keep_o) {
+  const head_spec& spec = head.spec;
+  const std::size_t d = static_cast<std::size_t>(spec.head_dim), rows = static_cast<std::size_t>(spec.rows);
+  const attention_shape shape{1, 1, spec.rows, spec.keys, spec.head_dim, false};
+  const double scale = to_double(variants.front().kernel(shape, eps).scale);
+  std::vector<std::vector<double>> exact(rows);
+  for (std::size_t i = 0; i < rows; ++i)
+    exact[i] = statistics::exact_attention_row(std::span(head.q).subspan(i * d, d), head.k, head.v, scale);
+  head_run out;
+  for (const variant& v : variants) {
+    const flash_kernel kernel = v.kernel(shape, eps);
+    if (kernel.splits != 1) fail("bias statistics: internal: the preset chose split-KV");
+    std::vector<bfloat16> o(rows * d);
+    std::vector<float32> lse(rows);
+    row_recorder recorder{d, std::vector<int>(rows, 0), std::vector<float32>(rows * d)};
+    attention::flash_forward_head(kernel, shape, head.q, head.k, head.v, o, lse, recorder);
+    row_results results;
+    std::vector<double> o_row(d);
+    for (std::size_t i = 0; i < rows; ++i) {
+      for (std::size_t c = 0; c < d; ++c) o_row[c] = to_double(o[i * d + c]);
+      results.errors.push_back(statistics::errors_of(o_row, exact[i], std::span(head.d_o).subspan(i * d, d)));
+      double fp32_error = 0;
+      for (std::size_t c = 0; c < d; ++c) fp32_error += to_double(recorder.o_fp32[i * d + c]) - exact[i][c];
+      results.o_fp32.push_back(fp32_error / static_cast<double>(d));
+    }
+    results.p_one = std::move(recorder.p_one);
+    results.group = head.group_of_row;
+    out.by_variant.push_back(std::move(results));
+    if (keep_o) out.o.push_back(std::move(o));
+  }
+  return out;
+}
+
+// One cell's statistics for one kernel.
+struct cell_statistics {
+  statistics::clustered_sample o, o_away, delta, o_fp32;
+  double p_one_sum = 0;
+};
+
+std::string csv_header() {
+  return "kernel,beta,eps,head_dim,keys,max_kind,placement,ties,v_mean,rows,clusters,o_mean,o_ci95,o_away_mean,o_away_ci95,"
+         "delta_mean,delta_ci95,o_fp32_mean,o_fp32_ci95,p_one_mean\n";
+}
+
+std::string csv_line(const variant& v, double eps, const head_spec& cell, const cell_statistics& s) {
+  const auto pair = [](const statistics::clustered_sample& x) { return fmt::format("{:.6e},{:.3e}", x.mean(), x.half_width()); };
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4f}\n", v.name, v.beta == 0 ? "" : fmt::format("{}", v.beta),
+                     v.beta == 0 ? "" : fmt::format("{}", eps), cell.head_dim, cell.keys, testing::name_of(cell.maximum),
+                     testing::name_of(cell.placement), cell.ties, cell.v_mean, s.o.count(), s.o.clusters(), pair(s.o), pair(s.o_away),
+                     pair(s.delta), pair(s.o_fp32), s.p_one_sum / static_cast<double>(s.o.count()));
+}
+
+// The table on stdout: one line per cell, each kernel's o and delta (mean +- ci95) and p_one side by side.
+void print_table(const std::vector<head_spec>& cells, const std::vector<variant>& variants,
+                 const std::vector<std::vector<cell_statistics>>& stats) {
+  std::string header = fmt::format("{:>3} {:>5} {:<18} {:<13} {:>4} {:>4} {:>6} {:>5}", "d", "keys", "maximum", "placement",
+                                   "ties", "V", "rows", "units");
+  for (const variant& v : variants) header += fmt::format(" | {:^46}", v.label() + ": o, delta, p_one");
+  std::printf("%s\n", header.c_str());
+  const auto pair = [](const statistics::clustered_sample& x) { return fmt::format("{:+.2e}±{:.1e}", x.mean(), x.half_width()); };
+  for (std::size_t c = 0; c < cells.size(); ++c) {
+    const head_spec& cell = cells[c];
+    std::string line = fmt::format("{:>3} {:>5} {:<18} {:<13} {:>4} {:>4} {:>6} {:>5}", cell.head_dim, cell.keys,
+                                   testing::name_of(cell.maximum), testing::name_of(cell.placement), cell.ties,
+                                   cell.v_mean, stats[c][0].o.count(), stats[c][0].o.clusters());
+    for (const cell_statistics& s : stats[c])
+      line += fmt::format(" | {} {} {:5.2f}", pair(s.o), pair(s.delta), s.p_one_sum / static_cast<double>(s.o.count()));
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) fail("bias statistics: cannot write " + quoted_input(path));
+}
+
+// The plot: per maximum kind one panel of o and one of delta against log2(ties), one line per kernel and
+// placement, whiskers the 95% intervals; the first v_mean, head dim and keys of the run.
+std::string plot_of(const statistics_options& o, const std::vector<head_spec>& cells, const std::vector<variant>& variants,
+                    const std::vector<std::vector<cell_statistics>>& stats) {
+  const char* colors[] = {"#222222", "#c0392b", "#2471a3", "#27ae60", "#8e44ad", "#d35400", "#16a085"};
+  std::vector<svg::panel> panels;
+  const std::size_t lines_per_panel = variants.size() * o.placements.size();
+  for (const bool delta : {false, true})
+    for (const max_kind maximum : o.maxima) {
+      svg::panel p{fmt::format("{}: {} maxima, head dim {}, {} keys, V mean {}", delta ? "delta" : "O", testing::name_of(maximum),
+                               o.head_dims.front(), o.key_counts.front(), o.v_means.front()),
+                   "keys tied at the row maximum",
+                   delta ? "mean error of rowsum(dO·O)" : "mean error of O (bf16)", {}, {}, {}};
+      for (const int ties : o.ties) p.x_ticks.emplace_back(std::log2(ties), std::to_string(ties));
+      for (std::size_t v = 0; v < variants.size(); ++v)
+        for (const tie_placement placement : o.placements) {
+          svg::series line{fmt::format("{}, {}", variants[v].label(), testing::name_of(placement)),
+                           colors[v % 7], placement != tie_placement::one_block, {}, {}, "6,3"};
+          line.dash = placement == tie_placement::sink ? "2,3" : "6,3";
+          for (std::size_t c = 0; c < cells.size(); ++c) {
+            const head_spec& cell = cells[c];
+            if (cell.maximum != maximum || cell.placement != placement || cell.v_mean != o.v_means.front() ||
+                cell.head_dim != o.head_dims.front() || cell.keys != o.key_counts.front())
+              continue;
+            const statistics::clustered_sample& s = delta ? stats[c][v].delta : stats[c][v].o;
+            // Each line a little to the side, so that the whiskers at one number of ties do not overlap.
+            const double offset = 0.035 * (static_cast<double>(p.lines.size()) - 0.5 * static_cast<double>(lines_per_panel - 1));
+            line.points.emplace_back(std::log2(cell.ties) + offset, s.mean());
+            line.whiskers.push_back(s.half_width());
+          }
+          p.lines.push_back(std::move(line));
+        }
+      panels.push_back(std::move(p));
+    }
+  return svg::line_plot(panels, 1000, 420);
+}
+
+// Every head of the run and each kernel's O, as .npy, and the cells in heads.csv (row h: generator head h).
+void save_heads(const std::string& dir, const std::vector<variant>& variants,
+                const std::vector<testing::synthetic_head>& heads, const std::vector<head_run>& runs) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) fail("bias statistics: cannot create " + quoted_input(dir));
+  const std::size_t count = heads.size(), d = static_cast<std::size_t>(heads.front().spec.head_dim);
+  const std::size_t rows = static_cast<std::size_t>(heads.front().spec.rows), keys = static_cast<std::size_t>(heads.front().spec.keys);
+  const auto write = [&](const std::string& name, std::size_t extent, auto&& element_of) {
+    std::vector<std::uint16_t> bits;
+    bits.reserve(count * extent * d);
+    for (std::size_t h = 0; h < count; ++h)
+      for (const bfloat16 x : element_of(h)) bits.push_back(static_cast<std::uint16_t>(x.bits));
+    try {
+      npy::write(dir + "/" + name + ".npy", "<u2", {count, extent, d}, bits.data());
+    } catch (const npy::npy_error& e) {
+      fail(std::string("bias statistics: ") + e.what());
+    }
+  };
+  write("q", rows, [&](std::size_t h) -> const auto& { return heads[h].q; });
+  write("k", keys, [&](std::size_t h) -> const auto& { return heads[h].k; });
+  write("v", keys, [&](std::size_t h) -> const auto& { return heads[h].v; });
+  write("d_o", rows, [&](std::size_t h) -> const auto& { return heads[h].d_o; });
+  for (std::size_t v = 0; v < variants.size(); ++v)
+    write("o_" + variants[v].file_tag(), rows, [&](std::size_t h) -> const auto& { return runs[h].o[v]; });
+  std::string table = "head,head_dim,keys,rows,max_kind,placement,ties,v_mean\n";
+  for (std::size_t h = 0; h < count; ++h) {
+    const head_spec& s = heads[h].spec;
+    table += fmt::format("{},{},{},{},{},{},{},{}\n", h, s.head_dim, s.keys, s.rows, testing::name_of(s.maximum),
+                         testing::name_of(s.placement), s.ties, s.v_mean);
+  }
+  write_file(dir + "/heads.csv", table);
+}
+
+int statistics_command(const arguments& args) {
+  if (asks_for_help(args)) {
+    std::fputs(statistics_help.data(), stdout);
+    return 0;
+  }
+  const statistics_options o = parse_options(args);
+  const std::vector<head_spec> cells = cells_of(o);
+  const std::vector<variant> variants = variants_of(o);
+  try {
+    ptx::mufu_tables::shared();
+  } catch (const mufu_data_error& error) {
+    fail(std::string("bias statistics: ") + error.what());
+  }
+  const std::size_t head_count = cells.size() * static_cast<std::size_t>(o.heads);
+  std::vector<head_run> runs(head_count);
+  std::vector<testing::synthetic_head> kept;  // --save-heads only
+  const bool keep = !o.save_heads.empty();
+  if (keep) kept.resize(head_count);
+  std::atomic<std::size_t> next{0};
+  const auto worker = [&] {
+    for (std::size_t h = next++; h < head_count; h = next++) {
+      // Replicate-major numbering: generator head r * cells + c.
+      const std::size_t cell = h % cells.size();
+      testing::synthetic_head head = testing::make_synthetic_head(cells[cell], o.seed, h);
+      runs[h] = run_head(head, variants, o.eps, keep);
+      if (keep) kept[h] = std::move(head);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < o.threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& thread : pool) thread.join();
+
+  std::vector<std::vector<cell_statistics>> stats(cells.size(), std::vector<cell_statistics>(variants.size()));
+  for (std::size_t h = 0; h < head_count; ++h) {
+    const std::size_t cell = h % cells.size(), replicate = h / cells.size();
+    for (std::size_t v = 0; v < variants.size(); ++v) {
+      cell_statistics& s = stats[cell][v];
+      const row_results& r = runs[h].by_variant[v];
+      for (std::size_t i = 0; i < r.errors.size(); ++i) {
+        // A cluster per tie group of each head: groups are numbered below 16 in every head.
+        const std::size_t cluster = replicate * testing::max_groups + static_cast<std::size_t>(r.group[i]);
+        s.o.add(r.errors[i].o, cluster), s.o_away.add(r.errors[i].o_away, cluster);
+        s.delta.add(r.errors[i].delta, cluster), s.o_fp32.add(r.o_fp32[i], cluster);
+        s.p_one_sum += r.p_one[i];
+      }
+    }
+  }
+  std::string csv = csv_header();
+  for (std::size_t c = 0; c < cells.size(); ++c)
+    for (std::size_t v = 0; v < variants.size(); ++v) csv += csv_line(variants[v], o.eps, cells[c], stats[c][v]);
+  print_table(cells, variants, stats);
+  if (!o.csv.empty()) write_file(o.csv, csv);
+  if (!o.svg.empty()) write_file(o.svg, plot_of(o, cells, variants, stats));
+  if (keep) save_heads(o.save_heads, variants, kept, runs);
+  return 0;
+}
+
+}  // namespace
+
+int bias_statistics_command(const arguments& args) { return statistics_command(args); }
+
+}  // namespace bitexact::cli

@@ -1,0 +1,123 @@
+// The arithmetic of `bitexact bias statistics` (src/bias_statistics.cpp):
+// the exact attention output of one query row in double, the per-row errors
+// the command averages, and the mean with its 95% confidence interval.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include <bitexact/core/format.hpp>
+#include <bitexact/core/operations.hpp>
+
+namespace bitexact::cli::statistics {
+
+// softmax(scale q K^T) V of one query row, in double: the scores as sums of
+// bf16 products (exact in double while they span fewer than 53 bits, as the
+// synthetic heads' do: multiples of 2^-20 below 2^7), then exp(scale (S - max))
+// and the two sums, each within a few units of 2^-53 relative.
+inline std::vector<double> exact_attention_row(std::span<const bfloat16> q, std::span<const bfloat16> k,
+                                               std::span<const bfloat16> v, double scale) {
+  const std::size_t d = q.size(), keys = k.size() / d;
+  std::vector<double> scores(keys);
+  for (std::size_t j = 0; j < keys; ++j) {
+    double sum = 0;
+    for (std::size_t c = 0; c < d; ++c) sum += to_double(q[c]) * to_double(k[j * d + c]);
+    scores[j] = sum;
+  }
+  const double max = *std::max_element(scores.begin(), scores.end());
+  std::vector<double> o(d, 0.0);
+  double weight_sum = 0;
+  for (std::size_t j = 0; j < keys; ++j) {
+    const double p = std::exp(scale * (scores[j] - max));
+    weight_sum += p;
+    for (std::size_t c = 0; c < d; ++c) o[c] += p * to_double(v[j * d + c]);
+  }
+  for (double& x : o) x /= weight_sum;
+  return o;
+}
+
+// One row's errors against the exact output (o_exact):
+//   o:      the mean over the columns of O - O_exact (O the kernel's bf16 output)
+//   o_away: the same with each column's error signed by O_exact's sign (> 0: away from zero)
+//   delta:  sum over the columns of dO (O - O_exact), the part of delta = rowsum(dO O)'s error that O makes
+struct row_errors {
+  double o = 0, o_away = 0, delta = 0;
+};
+
+inline row_errors errors_of(std::span<const double> o, std::span<const double> o_exact, std::span<const bfloat16> d_o) {
+  row_errors e;
+  for (std::size_t c = 0; c < o.size(); ++c) {
+    const double error = o[c] - o_exact[c];
+    e.o += error;
+    e.o_away += o_exact[c] < 0 ? -error : error;
+    e.delta += to_double(d_o[c]) * error;
+  }
+  e.o /= static_cast<double>(o.size());
+  e.o_away /= static_cast<double>(o.size());
+  return e;
+}
+
+// The 0.975 quantile of Student's t with `freedom` degrees of freedom: the
+// usual table to 30, the Cornish-Fisher expansion in 1/freedom beyond (within
+// 1e-4 there), NaN below 1.
+inline double student_t_975(int freedom) {
+  constexpr double table[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                              2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+                              2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  if (freedom < 1) return std::numeric_limits<double>::quiet_NaN();
+  if (freedom <= 30) return table[freedom - 1];
+  const double z = 1.959963984540054, n = freedom;
+  return z + (z * z * z + z) / (4 * n) + (5 * std::pow(z, 5) + 16 * z * z * z + 3 * z) / (96 * n * n) +
+         (3 * std::pow(z, 7) + 19 * std::pow(z, 5) + 17 * z * z * z - 15 * z) / (384 * n * n * n);
+}
+
+// The rows of one scenario cell, each in a cluster of rows that share what
+// dominates their output (the tied keys and their V rows: the rows of one tie
+// group of one head). The mean is over rows; its 95% confidence interval
+// treats the clusters as the independent units: t(0.975, k - 1) s / sqrt(k),
+// s the standard deviation of the k cluster means (clusters hold equally many
+// rows in the command's heads, up to one). Values are summed in the order
+// added, so that a result does not depend on how many threads made them.
+class clustered_sample {
+ public:
+  // cluster: 0, 1, 2, ... in any order; a new number opens a new cluster.
+  void add(double x, std::size_t cluster) {
+    values_.push_back(x);
+    if (cluster >= cluster_sums_.size()) cluster_sums_.resize(cluster + 1, 0.0), cluster_rows_.resize(cluster + 1, 0);
+    cluster_sums_[cluster] += x;
+    ++cluster_rows_[cluster];
+  }
+  std::size_t count() const { return values_.size(); }
+  std::size_t clusters() const {
+    return static_cast<std::size_t>(std::count_if(cluster_rows_.begin(), cluster_rows_.end(), [](std::size_t n) { return n > 0; }));
+  }
+  double mean() const {
+    if (values_.empty()) return std::numeric_limits<double>::quiet_NaN();
+    double sum = 0;
+    for (const double x : values_) sum += x;
+    return sum / static_cast<double>(values_.size());
+  }
+  // NaN for fewer than two clusters.
+  double half_width() const {
+    std::vector<double> means;
+    for (std::size_t c = 0; c < cluster_sums_.size(); ++c)
+      if (cluster_rows_[c] > 0) means.push_back(cluster_sums_[c] / static_cast<double>(cluster_rows_[c]));
+    const std::size_t k = means.size();
+    if (k < 2) return std::numeric_limits<double>::quiet_NaN();
+    double sum = 0, squares = 0;
+    for (const double m : means) sum += m;
+    const double grand = sum / static_cast<double>(k);
+    for (const double m : means) squares += (m - grand) * (m - grand);
+    return student_t_975(static_cast<int>(k) - 1) * std::sqrt(squares / static_cast<double>(k - 1) / static_cast<double>(k));
+  }
+
+ private:
+  std::vector<double> values_, cluster_sums_;
+  std::vector<std::size_t> cluster_rows_;
+};
+
+}  // namespace bitexact::cli::statistics

@@ -122,9 +122,9 @@ render_detail::section one_rounding_per_product(const std::vector<value<In>>& a,
                                                    "to nearest even in {}",
                                                    a.size() - 1, name_of(Acc))));
   s.lines.push_back(text_line("result", describe_value(Acc, accumulator.bits)));
-  const auto value = exact_value_of(Acc, accumulator.bits);
-  if (value && step.exact_value) {
-    const exact_rational error = *value - *step.exact_value;
+  const auto chain_value = exact_value_of(Acc, accumulator.bits);
+  if (chain_value && step.exact_value) {
+    const exact_rational error = *chain_value - *step.exact_value;
     s.lines.push_back(text_line("error", error == 0 ? "0 (exact)"
                                                     : fmt::format("{} = {}  (result - exact)", to_decimal(error),
                                                                   to_fraction(error))));
@@ -224,9 +224,9 @@ int trace_mma_command(const arguments& args) {
 
   const auto products = static_cast<std::size_t>(options.unit.products_per_step);
   if (a.size() != products || b.size() != products)
-    fail(fmt::format("trace mma: the {} unit sums {} products a step; A has {} values and B {} (write zeros for "
+    fail(fmt::format("trace mma: the {} unit sums {} products a step; A has {} value{} and B {} (write zeros for "
                      "unused products)",
-                     options.unit_name, products, a.size(), b.size()));
+                     options.unit_name, products, a.size(), a.size() == 1 ? "" : "s", b.size()));
   const format in = a.front().fmt, acc = c.fmt;
   for (const auto* list : {&a, &b})
     for (std::size_t k = 0; k < products; ++k)

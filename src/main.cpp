@@ -32,7 +32,7 @@ constexpr std::string_view top_help =
     "\n"
     "commands:\n"
     "  trace OP OPERANDS...   show how one operation computes and rounds its result\n"
-    "                         (OP: add sub mul fma div sqrt convert cmp)\n"
+    "                         (OP: add sub mul fma div sqrt convert cmp; mma ex2)\n"
     "  eval FUNCTION          evaluate Berkeley TestFloat lines from stdin (f32_add, bf16_mul, ...)\n"
     "  demo                   the paper's Section 3.3.2 example and bf16 accumulation bias\n"
     "  attention Q K V        PyTorch's flash-attention forward on .npy heads, bit for bit\n"

@@ -31,6 +31,8 @@ constexpr std::string_view trace_help =
     "\n"
     "OP: add sub mul div (2 operands), fma (3: a*b+c), sqrt (1), convert (1, needs --to),\n"
     "    cmp (2: the IEEE relation, no rounding)\n"
+    "    mma (a tensor core's fused step of 16 products and C: bitexact trace mma --help),\n"
+    "    ex2 (MUFU.EX2, the GPU's 2^x by table lookup: bitexact trace ex2 --help)\n"
     "\n"
     "OPERAND:\n"
     "  -2.296875  1e-3        decimal\n"
@@ -116,7 +118,13 @@ int print_comparison(const parsed_operand& a, const parsed_operand& b, const env
 
 }  // namespace
 
+int trace_mma_command(const arguments& args);
+int trace_ex2_command(const arguments& args);
+
 int trace_command(const arguments& args) {
+  // The hardware units' steps are not IEEE operations: they have their own options and help.
+  if (!args.empty() && args.front() == "mma") return trace_mma_command(arguments(args.begin() + 1, args.end()));
+  if (!args.empty() && args.front() == "ex2") return trace_ex2_command(arguments(args.begin() + 1, args.end()));
   if (asks_for_help(args)) {
     std::printf(trace_help.data(), environment_help.data(), option_rule_help.data());
     return 0;
@@ -153,6 +161,9 @@ int trace_command(const arguments& args) {
     fail("trace: expected an operation (add sub mul fma div sqrt convert cmp); see bitexact trace --help");
   const std::string_view op = positional.front();
   const int arity = arity_of(op);
+  if (op == "mma" || op == "ex2")
+    fail(fmt::format("trace: write {} first, before any option: bitexact trace {} ... (see bitexact trace {} --help)",
+                     op, op, op));
   if (arity == 0)
     fail("trace: unknown operation " + quoted_input(op) + "; expected add, sub, mul, fma, div, sqrt, convert or cmp");
   const std::string context = "trace " + std::string(op);

@@ -166,6 +166,79 @@ bitexact_cli_test(error_stochastic_without_bits RC 2 ARGS trace add 1 1 --round 
 bitexact_cli_test(error_eval_unknown_function RC 2 ARGS eval f64_add ONE_LINE_ERROR)
 bitexact_cli_test(error_eval_no_function RC 2 ARGS eval ONE_LINE_ERROR)
 
+# --- trace mma: one tensor-core step; expected bits worked out by hand ------------------------
+# docs/hardware.md's worked step (tests/test_mma_trace.cpp), padded with zero products, which do
+# not move e_max (their exponent is -133): 2 + 2^-18 + 2^-20 + 2^-21 + 2^-22 + 2^-23 after p2's
+# bit at 2^-32 is cut, half an ulp above 0x40000017, kept by round toward zero.
+set(mma_zeros "0,0,0,0,0,0,0,0,0,0,0,0")
+bitexact_cli_test(trace_mma_worked_step ARGS trace mma
+  "bf16:0x3F80,bf16:0x3FC0,bf16:0x3F81,bf16:0x3FC0,${mma_zeros}"
+  "bf16:0x3F80,bf16:0x3580,bf16:0x3681,bf16:0x3400,${mma_zeros}" fp32:0x3F800001
+  CONTAINS "fused multiply-add step: 16 products + C -> fp32" "e_max = 0" "truncated 0000001" "fp32:0x40000017"
+  "round toward zero")
+# docs/how-the-gpu-adds.md: C = 1 and p0 = -1 cancel, but set e_max = 0 (window 2^-25); products
+# 3 * 2^-26 (odd k) keep 2^-25, products 3 * 2^-27 (even k) are lost: 8 * 2^-25 = 2^-22
+# (0x34800000). One FMA per product adds them exactly: 8 * 3 * 2^-26 + 7 * 3 * 2^-27 = 69 * 2^-27
+# = 1.078125 * 2^-21 (0x350A0000).
+set(mma_small "0x1.8p-13,0x1.8p-13,0x1.8p-13,0x1.8p-13,0x1.8p-13,0x1.8p-13,0x1.8p-13,0x1.8p-13,0x1.8p-13,0x1.8p-13,0x1.8p-13,0x1.8p-13,0x1.8p-13,0x1.8p-13,0x1.8p-13")
+set(mma_alternating "0x1p-12,0x1p-13,0x1p-12,0x1p-13,0x1p-12,0x1p-13,0x1p-12,0x1p-13,0x1p-12,0x1p-13,0x1p-12,0x1p-13,0x1p-12,0x1p-13,0x1p-12")
+bitexact_cli_test(trace_mma_lost_terms ARGS trace mma "-1,${mma_small}" "1,${mma_alternating}" 1 --compare
+  CONTAINS "fused sum of the kept terms: 8 × 2^-25" "result\n               fp32:0x34800000"
+  "compared with one rounding per product" "result       fp32:0x350A0000" "error        0 (exact)")
+# fp16 accumulation rounds to nearest even: 1 + 2^-11 + 2^-20 is above the tie between 0x3C00
+# and 0x3C01 (toward zero would keep 0x3C00).
+bitexact_cli_test(trace_mma_fp16_accumulator ARGS trace mma "0x1p-11,0x1p-10,0,0,0,0,0,0,0,0,0,0,0,0,0,0"
+  "1,0x1p-10,0,0,0,0,0,0,0,0,0,0,0,0,0,0" 1 --from fp16 --to fp16 CONTAINS "-> fp16" "fp16:0x3C01"
+  "round to nearest, ties to even")
+# Four products of 2^-25 on C = 1: sm90's window (2^-25) keeps them, 1 + 2^-23 (0x3F800001);
+# sm80's (24 bits, 2^-24) cuts them all, 1 (0x3F800000).
+bitexact_cli_test(trace_mma_sm90_window ARGS trace mma "0x1p-12,0x1p-12,0x1p-12,0x1p-12,${mma_zeros}"
+  "0x1p-13,0x1p-13,0x1p-13,0x1p-13,${mma_zeros}" 1 CONTAINS "fp32:0x3F800001")
+bitexact_cli_test(trace_mma_sm80_window ARGS trace mma 0x1p-12,0x1p-12,0x1p-12,0x1p-12,0,0,0,0
+  0x1p-13,0x1p-13,0x1p-13,0x1p-13,0,0,0,0 1 --unit sm80 CONTAINS "8 products + C" "2^-24" "fp32:0x3F800000")
+bitexact_cli_test(trace_mma_json ARGS trace mma "1,${mma_small}" "1,${mma_alternating}" 0 --output json
+  CONTAINS "\"operation\": \"fused_multiply_add_step\"" "\"max_exponent\": 0, \"lsb_exponent\": -25")
+bitexact_cli_test(trace_mma_help ARGS trace mma --help CONTAINS "usage: bitexact trace mma A B C" "--unit sm90|sm80"
+  "nothing is padded")
+bitexact_cli_test(error_trace_mma_count RC 2 ARGS trace mma 1,1 1,1 0 ONE_LINE_ERROR
+  ERROR_CONTAINS "the sm90 unit sums 16 products a step; A has 2 values and B 2")
+bitexact_cli_test(error_trace_mma_mixed_factors RC 2 ARGS trace mma "fp16:1,${mma_small}" "1,${mma_alternating}" 0
+  ONE_LINE_ERROR ERROR_CONTAINS "A[1] is bf16 but A[0] is fp16")
+bitexact_cli_test(error_trace_mma_fp16_accumulator_bf16 RC 2 ARGS trace mma "1,${mma_small}" "1,${mma_alternating}"
+  fp16:0 ONE_LINE_ERROR ERROR_CONTAINS "an fp16 accumulator takes fp16 factors")
+bitexact_cli_test(error_trace_mma_empty_value RC 2 ARGS trace mma 1,,1 1 0 ONE_LINE_ERROR ERROR_CONTAINS "A[1] is empty")
+bitexact_cli_test(error_trace_mma_arguments RC 2 ARGS trace mma 1,1 ONE_LINE_ERROR ERROR_CONTAINS "expected A, B and C")
+bitexact_cli_test(error_trace_mma_rounding RC 2 ARGS trace mma 1 1 0 --round upward ONE_LINE_ERROR
+  ERROR_CONTAINS "the tensor core's rounding is fixed")
+bitexact_cli_test(error_trace_mma_compare_json RC 2 ARGS trace mma 1 1 0 --compare --output json ONE_LINE_ERROR)
+bitexact_cli_test(error_trace_mma_not_first RC 2 ARGS trace --output md mma 1 1 0 ONE_LINE_ERROR
+  ERROR_CONTAINS "write mma first")
+bitexact_cli_test(error_trace_mma_to_with_prefixed_c RC 2 ARGS trace mma 1 1 fp32:0 --to fp32 ONE_LINE_ERROR
+  ERROR_CONTAINS "--to cannot change the result")
+
+# --- trace ex2: MUFU.EX2 on one input, against GPU outputs in tests/data/mufu_samples.bxs ------
+# Captured on the H200 (ex2.approx.ftz.f32): 0xBF851FA9 (-1.0400287) -> 0x3EF8FEA4 and 0xBF008000
+# (-0.501953125) -> 0x3F34C641; 2^x rounded to nearest (exp2l in long double, then to float) is
+# 0x3EF8FEA6 and 0x3F34C642. |x| * 2^23 = 8724393 = 2^23 + 335785.
+bitexact_cli_test(trace_ex2_two_steps_low ARGS trace ex2 fp32:0xBF851FA9
+  CONTAINS "n = 1, k = 335785" "result\n               fp32:0x3EF8FEA4" "nearest      fp32:0x3EF8FEA6"
+  "2 fp32 steps below the correctly rounded one")
+bitexact_cli_test(trace_ex2_one_step_low ARGS trace ex2 -0.501953125 CONTAINS "n = 0, k = 4210688" "fp32:0x3F34C641"
+  "nearest      fp32:0x3F34C642")
+# Off the grid, also captured: -1.5 * 2^-24 (0xB3400000) is cut to q = 0 and the unit returns
+# exactly 1, while 2^x = 1 - 3.1e-8 lies beyond half an ulp (2^-25) below 1: 0x3F7FFFFF.
+bitexact_cli_test(trace_ex2_off_grid ARGS trace ex2 fp32:0xB3400000 CONTAINS "x has bits below 2^-23" "fp32:0x3F800000"
+  "nearest      fp32:0x3F7FFFFF")
+bitexact_cli_test(trace_ex2_overflow ARGS trace ex2 128 CONTAINS "fp32:0x7F800000" "x >= 128")
+bitexact_cli_test(trace_ex2_flushed ARGS trace ex2 -130 CONTAINS "fp32:0x00000000" "flushes it to +0")
+bitexact_cli_test(trace_ex2_nan ARGS trace ex2 nan CONTAINS "fp32:0x7FFFFFFF" "no finite comparison")
+bitexact_cli_test(trace_ex2_json ARGS trace ex2 fp32:0xBF851FA9 --output json
+  CONTAINS "\"table\": \"ex2.negative\", \"index\": 335785" "\"result\": \"0x3EF8FEA4\"" "\"correctly_rounded\": \"0x3EF8FEA6\"")
+bitexact_cli_test(trace_ex2_help ARGS trace ex2 --help CONTAINS "usage: bitexact trace ex2 X" "MUFU.EX2")
+bitexact_cli_test(error_trace_ex2_not_fp32 RC 2 ARGS trace ex2 bf16:1 ONE_LINE_ERROR ERROR_CONTAINS "takes fp32")
+bitexact_cli_test(error_trace_ex2_two_operands RC 2 ARGS trace ex2 1 2 ONE_LINE_ERROR ERROR_CONTAINS "expected one fp32 operand")
+bitexact_cli_test(error_trace_ex2_inexact RC 2 ARGS trace ex2 0.1 --exact-operands ONE_LINE_ERROR)
+
 # --- eval: TestFloat lines, expected results worked out by hand ----------------------
 # Each case's comment says why its result and flags are what they are.
 file(WRITE ${BITEXACT_CLI_DATA}/f32_add.in

@@ -394,9 +394,8 @@ inline std::string pieces_text(const std::vector<piece>& pieces) {
   return out;
 }
 
-inline std::string render_text(const trace& t) {
+inline std::string render_text(const std::vector<section>& doc) {
   std::string out;
-  const auto doc = layout(t);
   for (std::size_t i = 0; i < doc.size(); ++i) {
     out += (i == 0 ? "" : "\n") + doc[i].title + "\n";
     for (const auto& l : doc[i].lines) out += fmt::format("  {:<12} {}\n", l.label, pieces_text(l.pieces));
@@ -406,9 +405,8 @@ inline std::string render_text(const trace& t) {
 
 // --- Markdown --------------------------------------------------------------
 
-inline std::string render_markdown(const trace& t) {
+inline std::string render_markdown(const std::vector<section>& doc) {
   std::string out;
-  const auto doc = layout(t);
   for (std::size_t i = 0; i < doc.size(); ++i) {
     out += fmt::format("{} {}\n\n", i == 0 ? "###" : "####", doc[i].title);
     // Rows of bits line up only in a fixed-width block; prose reads better as a list.
@@ -470,12 +468,11 @@ constexpr std::string_view latex_colour(bit_role role) {
   }
 }
 
-inline std::string render_latex(const trace& t) {
+inline std::string render_latex(const std::vector<section>& doc) {
   std::string out =
       "% bitexact trace. Needs \\usepackage{xcolor}. Colours: guard red, round orange, sticky blue,\n"
       "% bits shifted past the larger operand's last place teal.\n"
       "\\begin{tabular}{@{}ll@{}}\n";
-  const auto doc = layout(t);
   for (const auto& s : doc) {
     out += fmt::format("\\multicolumn{{2}}{{@{{}}l}}{{\\textbf{{{}}}}} \\\\\n", latex_escape(s.title));
     for (const auto& l : s.lines) {
@@ -613,16 +610,24 @@ inline std::string render_json(const trace& t) {
   return out;
 }
 
+// Sections laid out by a caller (a trace's layout with more added, or a
+// record that is not a trace) in the text, Markdown or LaTeX style; JSON is
+// the trace's own structure, so json gives "" here.
+inline std::string render_sections(const std::vector<section>& doc, output_style style) {
+  switch (style) {
+    case output_style::text: return render_text(doc);
+    case output_style::markdown: return render_markdown(doc);
+    case output_style::latex: return render_latex(doc);
+    case output_style::json: return {};
+  }
+  return {};
+}
+
 }  // namespace render_detail
 
 inline std::string render(const trace& t, output_style style = output_style::text) {
-  switch (style) {
-    case output_style::text: return render_detail::render_text(t);
-    case output_style::markdown: return render_detail::render_markdown(t);
-    case output_style::latex: return render_detail::render_latex(t);
-    case output_style::json: return render_detail::render_json(t);
-  }
-  return {};
+  if (style == output_style::json) return render_detail::render_json(t);
+  return render_detail::render_sections(render_detail::layout(t), style);
 }
 
 }  // namespace bitexact

@@ -59,6 +59,9 @@ _lib = ctypes.CDLL(_library_path())
 _lib.bitexact_flash_forward.argtypes = ([ctypes.c_void_p] * 5 + [ctypes.c_int] * 5 + [ctypes.c_float] +
                                         [ctypes.c_int, ctypes.c_float, ctypes.c_float, ctypes.c_void_p])
 _lib.bitexact_flash_forward.restype = ctypes.c_int
+_lib.bitexact_flash_forward_indicator.argtypes = ([ctypes.c_void_p] * 5 + [ctypes.c_int] * 5 +
+                                                  [ctypes.c_float, ctypes.c_float] + [ctypes.c_void_p] * 3)
+_lib.bitexact_flash_forward_indicator.restype = ctypes.c_int
 
 
 def _check(q, k, v):
@@ -136,3 +139,27 @@ def stabilized(beta=2.0, eps=1e-3, across_blocks=False):
     def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
         return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, rule, beta, eps)
     return attention
+
+
+def flash_forward_with_indicator(query, key, value, is_causal=False, scale=None, eps=1e-3):
+    """The standard kernel's O and L (PyTorch's flash bits, single-split path)
+    and, from the same pass, the leading indicator of docs/bias.md per query
+    row, as int32 [B, H, N]: p_bar_ones, the keys whose bf16 P-bar is exactly
+    1 as P V takes them, and max_repeated, 1 where the row's two largest scores
+    pass the paper's tie test RN(RN(max - s) * scale) <= eps. Per head, the
+    training-loop counts are (p_bar_ones >= 2).sum(-1) and max_repeated.sum(-1)."""
+    _check(query, key, value)
+    q, k, v = (t.contiguous() for t in (query, key, value))
+    B, H, N, d = q.shape
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    o = torch.empty_like(q)
+    lse = torch.empty(B, H, N, device=q.device, dtype=torch.float32)
+    p_bar_ones, max_repeated = (torch.empty(B, H, N, device=q.device, dtype=torch.int32) for _ in range(2))
+    with torch.cuda.device(q.device):
+        stream = torch.cuda.current_stream().cuda_stream
+        rc = _lib.bitexact_flash_forward_indicator(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                                                   lse.data_ptr(), B * H, N, k.shape[2], d, int(is_causal), scale,
+                                                   eps, p_bar_ones.data_ptr(), max_repeated.data_ptr(), stream)
+    if rc != 0:
+        raise RuntimeError(f"bitexact_flash_forward_indicator returned {rc} (1: arguments refused, 2: launch failed)")
+    return o, lse, p_bar_ones, max_repeated

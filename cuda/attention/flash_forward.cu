@@ -40,6 +40,10 @@ struct forward_params {
   float* lse;
   int query_rows, key_rows;
   float scale, scale_log2, beta, eps;
+  // The leading indicator (bitexact_flash_forward_indicator), [heads][query_rows]:
+  // keys whose bf16 P-bar is exactly 1, and whether the row's maximum repeats.
+  int32_t* p_bar_ones = nullptr;
+  int32_t* max_repeated = nullptr;
 };
 
 // Byte offset of element (row, col) of a [Rows][D] bf16 tile in shared
@@ -139,11 +143,12 @@ template <int D>
 struct row_state {
   float o[2][D / 8][4];    // unnormalised O, mma accumulator layout
   float max[2][2], sum[2][2];  // [slab][half]; sum: this thread's columns only
-  float top[2][2], second[2][2];  // across_blocks: the row's two largest raw scores so far
+  float top[2][2], second[2][2];  // across_blocks and the indicator: the row's two largest raw scores so far
+  int p_bar_ones[2][2];           // the indicator: this thread's keys with bf16 P-bar exactly 1
 };
 
 // One K/V block: S = Q K^T, the mask, the online softmax, O += P V.
-template <int D, int BN, bool Causal, stabilization Rule, bool Masking>
+template <int D, int BN, bool Causal, stabilization Rule, bool Count, bool Masking>
 __device__ __forceinline__ void process_key_block(row_state<D>& rs, const forward_params& p, uint32_t q_tile,
                                                   uint32_t k_tile, uint32_t v_tile, const uint16_t* k_head,
                                                   const uint16_t* v_head, int m_block, int n_block, bool first) {
@@ -203,6 +208,9 @@ __device__ __forceinline__ void process_key_block(row_state<D>& rs, const forwar
   if (n_block > 0) copy(k_tile, k_head, (n_block - 1) * BN, p.key_rows);
 
   constexpr bool Stabilize = Rule != stabilization::none;
+  // The indicator keeps the row's two largest scores as the across-blocks
+  // rule does, without changing the max the softmax uses.
+  constexpr bool Second = Stabilize || Count;
   // The block's row maxima, the four rows side by side so that their
   // shuffles overlap. The stabilized variant also keeps each row's second
   // largest score: the paper's Algorithm 3 replaces a block maximum reached
@@ -226,17 +234,17 @@ __device__ __forceinline__ void process_key_block(row_state<D>& rs, const forwar
       for (int i = 0; i < n; i += 2) {
         const float x = s[slab][i / 2][2 * h], y = s[slab][i / 2][2 * h + 1];
         top[i] = fmaxf(x, y);
-        if constexpr (Stabilize) next[i] = min_nan(x, y);
+        if constexpr (Second) next[i] = min_nan(x, y);
       }
 #pragma unroll
       for (int width = 2; width < n; width *= 2)
 #pragma unroll
         for (int i = 0; i < n; i += 2 * width) {
-          if constexpr (Stabilize) next[i] = fmaxf(fmaxf(next[i], next[i + width]), min_nan(top[i], top[i + width]));
+          if constexpr (Second) next[i] = fmaxf(fmaxf(next[i], next[i + width]), min_nan(top[i], top[i + width]));
           top[i] = fmaxf(top[i], top[i + width]);
         }
       block_max[slab][h] = top[0];
-      if constexpr (Stabilize) second[slab][h] = next[0];
+      if constexpr (Second) second[slab][h] = next[0];
     }
 #pragma unroll
   for (int lanes = 2; lanes >= 1; lanes /= 2)
@@ -245,13 +253,14 @@ __device__ __forceinline__ void process_key_block(row_state<D>& rs, const forwar
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const float other = __shfl_xor_sync(0xffffffff, block_max[slab][h], lanes);
-        if constexpr (Stabilize)
+        if constexpr (Second)
           second[slab][h] = fmaxf(fmaxf(second[slab][h], __shfl_xor_sync(0xffffffff, second[slab][h], lanes)),
                                   min_nan(block_max[slab][h], other));
         block_max[slab][h] = fmaxf(block_max[slab][h], other);
       }
-  if constexpr (Rule == stabilization::across_blocks) {
-    // The rule on the row so far: its two largest scores, this block's merged in.
+  if constexpr (Rule == stabilization::across_blocks || Count) {
+    // The row so far: its two largest scores, this block's merged in (the
+    // across-blocks rule then tests them; the indicator only keeps them).
 #pragma unroll
     for (int slab = 0; slab < 2; ++slab)
 #pragma unroll
@@ -259,8 +268,7 @@ __device__ __forceinline__ void process_key_block(row_state<D>& rs, const forwar
         float &top = rs.top[slab][h], &next = rs.second[slab][h];
         next = fmaxf(fmaxf(next, second[slab][h]), min_nan(top, block_max[slab][h]));
         top = fmaxf(top, block_max[slab][h]);
-        block_max[slab][h] = top;
-        second[slab][h] = next;
+        if constexpr (Rule == stabilization::across_blocks) block_max[slab][h] = top, second[slab][h] = next;
       }
   }
   if constexpr (Stabilize) {
@@ -323,6 +331,9 @@ __device__ __forceinline__ void process_key_block(row_state<D>& rs, const forwar
       pa[slab][1] = pack_bf16(s[slab][2 * kk][2], s[slab][2 * kk][3]);
       pa[slab][2] = pack_bf16(s[slab][2 * kk + 1][0], s[slab][2 * kk + 1][1]);
       pa[slab][3] = pack_bf16(s[slab][2 * kk + 1][2], s[slab][2 * kk + 1][3]);
+      if constexpr (Count)  // words 0 and 2 hold row g's P-bar, 1 and 3 row g + 8's; vcmpeq2 sets 16 bits a match
+#pragma unroll
+        for (int w = 0; w < 4; ++w) rs.p_bar_ones[slab][w % 2] += __popc(__vcmpeq2(pa[slab][w], 0x3F803F80u)) / 16;
     }
 #pragma unroll
     for (int jj = 0; jj < D / 16; ++jj) {
@@ -337,7 +348,7 @@ __device__ __forceinline__ void process_key_block(row_state<D>& rs, const forwar
   }
 }
 
-template <int D, int BN, bool Causal, stabilization Rule>
+template <int D, int BN, bool Causal, stabilization Rule, bool Count>
 __global__ void __launch_bounds__(threads, 2) flash_forward_kernel(const forward_params p) {
   extern __shared__ __align__(128) uint8_t shared[];
   const uint32_t q_tile = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
@@ -366,7 +377,7 @@ __global__ void __launch_bounds__(threads, 2) flash_forward_kernel(const forward
       for (int r = 0; r < 4; ++r) rs.o[slab][j][r] = 0.f;
 #pragma unroll
     for (int h = 0; h < 2; ++h)
-      rs.max[slab][h] = rs.top[slab][h] = rs.second[slab][h] = -INFINITY, rs.sum[slab][h] = 0.f;
+      rs.max[slab][h] = rs.top[slab][h] = rs.second[slab][h] = -INFINITY, rs.sum[slab][h] = 0.f, rs.p_bar_ones[slab][h] = 0;
   }
   if (n_block_max > 0) {  // else every row is masked: O = 0, L = +inf, as FA2
     tile_copy<block_rows, D>()(q_tile, p.q + size_t(head) * nq * D, m_block * block_rows, nq);
@@ -374,10 +385,10 @@ __global__ void __launch_bounds__(threads, 2) flash_forward_kernel(const forward
   }
   int n_block = n_block_max - 1;
   for (int step = 0; step < masking_steps && n_block >= 0; ++step, --n_block)
-    process_key_block<D, BN, Causal, Rule, true>(rs, p, q_tile, k_tile, v_tile, k_head, v_head, m_block, n_block,
+    process_key_block<D, BN, Causal, Rule, Count, true>(rs, p, q_tile, k_tile, v_tile, k_head, v_head, m_block, n_block,
                                                  step == 0);
   for (; n_block >= 0; --n_block)
-    process_key_block<D, BN, Causal, Rule, false>(rs, p, q_tile, k_tile, v_tile, k_head, v_head, m_block, n_block,
+    process_key_block<D, BN, Causal, Rule, Count, false>(rs, p, q_tile, k_tile, v_tile, k_head, v_head, m_block, n_block,
                                                   false);
 
 #pragma unroll
@@ -390,7 +401,19 @@ __global__ void __launch_bounds__(threads, 2) flash_forward_kernel(const forward
       const bool degenerate = sum == 0.f || sum != sum;
       const float inverse = degenerate ? 1.f : __frcp_rn(sum);
       const int row = m_block * block_rows + warp * 16 + slab * 64 + g + 8 * h;
+      int ones = 0;
+      if constexpr (Count) {
+        ones = rs.p_bar_ones[slab][h];
+        ones += __shfl_xor_sync(0xffffffff, ones, 2);
+        ones += __shfl_xor_sync(0xffffffff, ones, 1);
+      }
       if (row >= nq) continue;
+      if (Count && t == 0) {
+        // The paper's tie test on the row's two largest scores (as the across-blocks rule's).
+        p.p_bar_ones[size_t(head) * nq + row] = ones;
+        p.max_repeated[size_t(head) * nq + row] =
+            __fmul_rn(__fsub_rn(rs.top[slab][h], rs.second[slab][h]), p.scale) <= p.eps;
+      }
       if (t == 0)
         p.lse[size_t(head) * nq + row] =
             degenerate ? INFINITY : __fmaf_rn(rs.max[slab][h], p.scale, __fmul_rn(lg2_approx(sum), 0.693147182f));
@@ -402,10 +425,10 @@ __global__ void __launch_bounds__(threads, 2) flash_forward_kernel(const forward
     }
 }
 
-template <int D, int BN, bool Causal, stabilization Rule>
+template <int D, int BN, bool Causal, stabilization Rule, bool Count = false>
 int launch(const forward_params& p, int heads, cudaStream_t stream) {
   constexpr int shared_bytes = (block_rows + 2 * BN) * D * 2;  // Q, K and V tiles: 64 KiB (d = 128), 48 KiB (d = 64)
-  const auto kernel = flash_forward_kernel<D, BN, Causal, Rule>;
+  const auto kernel = flash_forward_kernel<D, BN, Causal, Rule, Count>;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes) != cudaSuccess) return 2;
   kernel<<<dim3((p.query_rows + block_rows - 1) / block_rows, heads), threads, shared_bytes, stream>>>(p);
   return cudaGetLastError() == cudaSuccess ? 0 : 2;
@@ -413,6 +436,7 @@ int launch(const forward_params& p, int heads, cudaStream_t stream) {
 
 template <int D, int BN, bool Causal>
 int launch(const forward_params& p, int heads, stabilization rule, cudaStream_t stream) {
+  if (p.p_bar_ones) return launch<D, BN, Causal, stabilization::none, true>(p, heads, stream);  // the indicator
   switch (rule) {
     case stabilization::none: return launch<D, BN, Causal, stabilization::none>(p, heads, stream);
     case stabilization::per_block: return launch<D, BN, Causal, stabilization::per_block>(p, heads, stream);
@@ -458,4 +482,27 @@ extern "C" int bitexact_flash_forward(const void* q, const void* k, const void* 
   const auto rule = static_cast<stabilization>(stabilize);
   return head_dim == 64 ? launch<64, 128>(p, heads, causal != 0, rule, stream)
                         : launch<128, 64>(p, heads, causal != 0, rule, stream);
+}
+
+// The standard kernel (stabilize 0: PyTorch's bits in o and lse) that also
+// writes the leading indicator of docs/bias.md per row, [heads][query_rows]:
+// p_bar_ones, the keys whose bf16 P-bar is exactly 1 as P V takes them (the
+// count attention/repeated_max.hpp gives for the single-split kernel), and
+// max_repeated, 1 when the row's two largest scores pass the paper's tie test
+// RN(RN(max - s) * scale) <= eps. Returns as bitexact_flash_forward, and 1 for
+// a null count pointer or a scale or eps that the tie test cannot take.
+extern "C" int bitexact_flash_forward_indicator(const void* q, const void* k, const void* v, void* o, float* lse,
+                                                int heads, int query_rows, int key_rows, int head_dim, int causal,
+                                                float scale, float eps, int32_t* p_bar_ones, int32_t* max_repeated,
+                                                cudaStream_t stream) {
+  if (!p_bar_ones || !max_repeated || !q || !k || !v || !o || !lse || heads < 1 || heads > 65535 ||
+      query_rows < 1 || key_rows < 1 || (head_dim != 64 && head_dim != 128) ||
+      !(scale > 0.f && std::isfinite(scale) && std::isfinite(eps)))
+    return 1;
+  const float scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.44269504088896340736);
+  const forward_params p{static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(k),
+                         static_cast<const uint16_t*>(v), static_cast<uint16_t*>(o), lse, query_rows, key_rows,
+                         scale, scale_log2, 2.f, eps, p_bar_ones, max_repeated};
+  return head_dim == 64 ? launch<64, 128>(p, heads, causal != 0, stabilization::none, stream)
+                        : launch<128, 64>(p, heads, causal != 0, stabilization::none, stream);
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A few small calls of our three kernels, for compute-sanitizer on the device
+"""A few small calls of our three kernels and the indicator variant, for compute-sanitizer on the device
 machine (odd lengths, N = 1, query and key lengths that differ, rows wholly
 masked, NaN and infinite inputs, both head dims, causal and not):
 
@@ -29,5 +29,7 @@ for d in (64, 128):
             for stabilize in (0, 1, 2):
                 o, lse = bitexact_flash.flash_forward(q, k, v, causal, d ** -0.5, stabilize, 2.0, 1e-3)
                 calls += 1
+            bitexact_flash.flash_forward_with_indicator(q, k, v, causal, d ** -0.5, 1e-3)
+            calls += 1
 torch.cuda.synchronize()
 print(f"{calls} calls done")

@@ -371,17 +371,29 @@ int mechanism_command(const arguments& args) {
 int attribution_command(const arguments& args);  // src/bias_attribution.cpp
 int bias_statistics_command(const arguments& args);  // src/bias_statistics.cpp
 
+constexpr std::string_view bias_analyses =
+    "usage: bitexact bias mechanism [options]    the paper's P-bar V rounding bias on one row, the paper's\n"
+    "                                            arithmetic against the GPU kernel's\n"
+    "       bitexact bias attribution [options]  the kernel's error of O split by rounding site\n"
+    "       bitexact bias statistics [options]   standard against stabilized softmax over many rows:\n"
+    "                                            mean signed error of O and delta, 95% intervals\n"
+    "\n"
+    "bitexact bias ANALYSIS --help has each one's options; docs/bias.md and docs/rounding-bias.md\n"
+    "show their output.\n";
+
 int bias_command(const arguments& args) {
-  if (args.empty()) fail("bias: expected an analysis, mechanism (bitexact bias mechanism --help)");
+  if (args.empty())
+    fail("bias: expected an analysis, mechanism, attribution or statistics (bitexact bias --help)");
   if (args.front() == "--help" || args.front() == "-h") {
-    std::fputs(bias_help.data(), stdout);
+    std::fputs(bias_analyses.data(), stdout);
     return 0;
   }
-  if (args.front() == "attribution") return attribution_command(arguments(args.begin() + 1, args.end()));
-  if (args.front() == "statistics") return bias_statistics_command(arguments(args.begin() + 1, args.end()));
-  if (args.front() != "mechanism")
-    fail("bias: unknown analysis " + quoted_input(args.front()) + "; expected mechanism (bitexact bias --help)");
-  return mechanism_command(arguments(args.begin() + 1, args.end()));
+  const arguments rest(args.begin() + 1, args.end());
+  if (args.front() == "mechanism") return mechanism_command(rest);
+  if (args.front() == "attribution") return attribution_command(rest);
+  if (args.front() == "statistics") return bias_statistics_command(rest);
+  fail("bias: unknown analysis " + quoted_input(args.front()) +
+       "; expected mechanism, attribution or statistics (bitexact bias --help)");
 }
 
 }  // namespace bitexact::cli

@@ -38,6 +38,7 @@ constexpr std::string_view top_help =
     "  attention Q K V        PyTorch's flash-attention forward on .npy heads, bit for bit\n"
     "  bias mechanism         the paper's P-bar V rounding bias on one row: cumulative error\n"
     "                         along the keys, paper's arithmetic vs the GPU kernel's (CSV, SVG)\n"
+    "  bias attribution       the GPU kernel's error of O split by rounding site (CSV, SVG)\n"
     "  bias statistics        mean signed error of O and delta over synthetic tie rows, standard\n"
     "                         vs stabilized softmax, 95% intervals (CSV, SVG)\n"
     "\n"

@@ -578,7 +578,8 @@ bitexact_cli_test(attention_error_two_files RC 2 ARGS attention ${n17}/q.npy ${n
 # --- bias mechanism: the paper's P-bar V rounding bias on one constructed row (docs/bias.md) ----
 bitexact_cli_test(bias_help ARGS bias mechanism --help CONTAINS "usage: bitexact bias mechanism"
   "the exact sum (rationals) of the same semantics' own")
-bitexact_cli_test(bias_help_command ARGS help bias CONTAINS "usage: bitexact bias mechanism")
+bitexact_cli_test(bias_help_command ARGS help bias CONTAINS "usage: bitexact bias mechanism" "bitexact bias attribution"
+  "bitexact bias statistics")
 # 16 ties evenly spaced over 1024 keys: 2 in each 128-key kernel block and 8 in each 512-key paper block,
 # so both stabilized passes raise every block's max and no P-bar is 1.
 bitexact_cli_test(bias_mechanism_default ARGS bias mechanism --csv ${BITEXACT_CLI_DATA}/bias_mechanism.csv

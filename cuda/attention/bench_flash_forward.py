@@ -8,9 +8,12 @@ across blocks), on the device machine, in one run:
 B 4, H 16, N 4096, d 64 and 128, causal and not, bf16. Each entry is the
 median of REPEATS (default 5) timings of 20 calls between CUDA events, after
 warm-up calls; TFLOP/s counts 4 B H N^2 d flops, half of it under the causal
-mask (FlashAttention's convention). The five are timed in turns within each
-repeat. Prints a Markdown table for
-docs/performance.md with the GPU, driver, CUDA and PyTorch versions.
+mask (FlashAttention's convention). PyTorch flash and our three kernels are
+timed in turns within each repeat, the order rotated from repeat to repeat;
+cuDNN is timed on its own afterwards: a kernel timed right after cuDNN's
+(about twice the others' power) ran up to 8% slower (docs/performance.md).
+Prints a Markdown table for docs/performance.md with the GPU, driver, CUDA
+and PyTorch versions.
 """
 import os
 import statistics
@@ -30,15 +33,18 @@ B, H, N = 4, 16, 4096
 
 
 def milliseconds(calls, count=20):
-    """Median time of one call of each, timed in turns (so that clock drift
-    during the run does not favour whichever is timed first)."""
+    """Median time of one call of each, timed in turns whose order rotates
+    from repeat to repeat (so that clock drift, and what ran just before,
+    favour none of them)."""
     for call in calls.values():
         for _ in range(3):
             call()
     torch.cuda.synchronize()
     times = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, call in calls.items():
+    names = list(calls)
+    for repeat in range(repeats):
+        for name in names[repeat % len(names):] + names[:repeat % len(names)]:
+            call = calls[name]
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             for _ in range(count):
@@ -73,8 +79,8 @@ for d in (64, 128):
         def ours(rule):
             return lambda: bitexact_flash.flash_forward(q, k, v, causal, scale, rule, 2.0, 1e-3)
 
-        times = milliseconds({"flash": flash, "cudnn": cudnn, "standard": ours(0), "stabilized": ours(1),
-                              "across": ours(2)})
+        times = milliseconds({"flash": flash, "standard": ours(0), "stabilized": ours(1), "across": ours(2)})
+        times.update(milliseconds({"cudnn": cudnn}))
         t = {name: flops / ms / 1e9 for name, ms in times.items()}
         print(f"| {d} | {'yes' if causal else 'no'} | {t['flash']:.0f} | {t['cudnn']:.0f} | {t['standard']:.0f} | "
               f"{t['stabilized']:.0f} | {t['across']:.0f} | {t['standard'] / t['flash']:.2f} | "

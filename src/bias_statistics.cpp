@@ -22,6 +22,7 @@
 #include <bitexact/hardware/mufu_tables.hpp>
 #include <bitexact/testing/synthetic_heads.hpp>
 
+#include "bias_rows.hpp"
 #include "bias_statistics.hpp"
 #include "cli.hpp"
 #include "npy.hpp"
@@ -114,7 +115,7 @@ struct statistics_options {
 };
 
 [[noreturn]] void refuse(std::string_view option, std::string_view expected, std::string_view given) {
-  fail("bias statistics: " + std::string(option) + " expects " + std::string(expected) + ", not " + quoted_input(given));
+  fail("bias: " + std::string(option) + " expects " + std::string(expected) + ", not " + quoted_input(given));
 }
 
 std::vector<std::string_view> split_list(std::string_view text) {
@@ -127,20 +128,11 @@ std::vector<std::string_view> split_list(std::string_view text) {
   }
 }
 
-int integer_in(std::string_view text, int low, int high, std::string_view option, std::string_view expected) {
-  int parsed = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed);
-  if (text.empty() || error != std::errc{} || end != text.data() + text.size() || parsed < low || parsed > high)
-    refuse(option, expected, text);
-  return parsed;
-}
+using bias::parse_int;
 
+// Any finite decimal (the callers check its range).
 double decimal_in(std::string_view text, std::string_view option, std::string_view expected) {
-  const std::string copy(text);
-  char* end = nullptr;
-  const double parsed = std::strtod(copy.c_str(), &end);
-  if (copy.empty() || *end != '\0' || !std::isfinite(parsed)) refuse(option, expected, text);
-  return parsed;
+  return bias::parse_double(text, option, -HUGE_VAL, expected);
 }
 
 // A list whose items are parsed one by one; a repeated item is refused (it would count its rows twice).
@@ -173,22 +165,22 @@ statistics_options parse_options(const arguments& args) {
     std::string_view value;
     if (reader.take_value("--head-dims", value)) {
       o.head_dims = list_of<int>(value, "--head-dims", [](std::string_view x) {
-        const int d = integer_in(x, 64, 128, "--head-dims", "64 and/or 128");
+        const int d = parse_int(x, 64, 128, "--head-dims", "64 and/or 128");
         if (d != 64 && d != 128) refuse("--head-dims", "64 and/or 128", x);
         return d;
       });
     } else if (reader.take_value("--keys", value)) {
       o.key_counts = list_of<int>(value, "--keys", [](std::string_view x) {
-        const int n = integer_in(x, 128, 4096, "--keys", "multiples of 128 from 128 to 4096");
+        const int n = parse_int(x, 128, 4096, "--keys", "multiples of 128 from 128 to 4096");
         if (n % 128 != 0) refuse("--keys", "multiples of 128 from 128 to 4096", x);
         return n;
       });
     } else if (reader.take_value("--rows", value)) {
-      o.rows = integer_in(value, 1, 4096, "--rows", "an integer from 1 to 4096");
+      o.rows = parse_int(value, 1, 4096, "--rows", "an integer from 1 to 4096");
     } else if (reader.take_value("--heads", value)) {
-      o.heads = integer_in(value, 1, 10000, "--heads", "an integer from 1 to 10000");
+      o.heads = parse_int(value, 1, 10000, "--heads", "an integer from 1 to 10000");
     } else if (reader.take_value("--ties", value)) {
-      o.ties = list_of<int>(value, "--ties", [](std::string_view x) { return integer_in(x, 1, 64, "--ties", "integers from 1 to 64"); });
+      o.ties = list_of<int>(value, "--ties", [](std::string_view x) { return parse_int(x, 1, 64, "--ties", "integers from 1 to 64"); });
     } else if (reader.take_value("--placements", value)) {
       o.placements = list_of<tie_placement>(value, "--placements", [](std::string_view x) {
         return enum_named(x, testing::every_tie_placement, "--placements");
@@ -215,11 +207,9 @@ statistics_options parse_options(const arguments& args) {
     } else if (reader.take_flag("--across-blocks")) {
       o.across_blocks = true;
     } else if (reader.take_value("--seed", value)) {
-      const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), o.seed);
-      if (value.empty() || error != std::errc{} || end != value.data() + value.size())
-        refuse("--seed", "an integer from 0 to 2^64 - 1", value);
+      o.seed = bias::parse_seed(value);
     } else if (reader.take_value("--threads", value)) {
-      o.threads = integer_in(value, 1, 1024, "--threads", "an integer from 1 to 1024");
+      o.threads = parse_int(value, 1, 1024, "--threads", "an integer from 1 to 1024");
     } else if (reader.take_value("--csv", value)) {
       o.csv = value;
     } else if (reader.take_value("--svg", value)) {
@@ -387,12 +377,7 @@ void print_table(const std::vector<head_spec>& cells, const std::vector<variant>
   }
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) fail("bias statistics: cannot write " + quoted_input(path));
-}
+using bias::write_file;
 
 // The plot: per maximum kind one panel of o and one of delta against log2(ties), one line per kernel and
 // placement, whiskers the 95% intervals; the first v_mean, head dim and keys of the run.

@@ -1,6 +1,10 @@
 // FNV-1a 64, the checksum of every file the project writes and reads (the
 // MUFU tables in data/, the GPU captures in tests/data/): one definition for
-// the library, the tests and the tools.
+// the library, the tests and the tools. Its offset basis is not the standard
+// 14695981039346656037 but 1469598103934665603, that number without its last
+// digit: the first capture writer had it so, and every checksum shipped since
+// was made with it. A standard FNV-1a 64 tool gives other values; the prime
+// is the standard one.
 #pragma once
 
 #include <cstddef>

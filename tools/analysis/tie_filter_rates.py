@@ -11,18 +11,18 @@ P-bar at or above the least a passing score can have, one bf16 ulp of
 slack), and warps (32 rows, 16w.. and 16w + 64.. of a 128-row block, as
 flash_forward.cu lays them out) holding either. S is computed in float64
 and rounded to fp32, not by the tensor-core model, and exp2 is NumPy's: the
-counts are rates, not bits. docs/performance.md quotes them.
+counts are rates, not bits. docs/performance.md quotes them. The bf16
+roundings are the library's (the Python binding, docs/python.md).
 
-    python3 tools/analysis/tie_filter_rates.py
+    PYTHONPATH=build/python python3 tools/analysis/tie_filter_rates.py
 """
+import bitexact
 import numpy as np
 
 
 def bf16(x):
-    """Rounds fp32 values to nearest-even bf16, returned as fp32."""
-    bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return bits.astype(np.uint32).view(np.float32)
+    """fp32 values rounded to nearest-even bf16, returned as fp32."""
+    return bitexact.to_float32(bitexact.from_float32(np.asarray(x, np.float32), "bf16"), "bf16")
 
 
 def rates(d, key_block, rows=2048, keys=4096, eps=np.float32(1e-3), seed=1):

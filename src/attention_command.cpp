@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -17,6 +19,8 @@
 
 #include <bitexact/attention/explain.hpp>
 #include <bitexact/attention/flash_forward.hpp>
+#include <bitexact/attention/kernel_json.hpp>
+#include <bitexact/attention/kernels.hpp>
 #include <bitexact/attention/paper_reference.hpp>
 #include <bitexact/hardware/mufu_tables.hpp>
 #include <bitexact/trace/render.hpp>
@@ -31,8 +35,8 @@ using attention::attention_shape;
 using attention::flash_kernel;
 
 constexpr std::string_view attention_help =
-    "usage: bitexact attention Q.npy K.npy V.npy [--preset NAME] [--causal] [--scale X]\n"
-    "           [--splits N] [--batch-heads B,H] [--beta B] [--eps E] [--out-o FILE]\n"
+    "usage: bitexact attention Q.npy K.npy V.npy [--preset NAME | --kernel FILE.json] [--causal]\n"
+    "           [--scale X] [--splits N] [--batch-heads B,H] [--beta B] [--eps E] [--out-o FILE]\n"
     "           [--out-lse FILE] [--expect-o FILE] [--expect-lse FILE] [--explain INDEX]\n"
     "\n"
     "PyTorch's flash-attention forward pass (scaled_dot_product_attention, flash backend),\n"
@@ -50,26 +54,17 @@ constexpr std::string_view attention_help =
     "that is not.\n"
     "\n"
     "options:\n"
-    "  --preset NAME       the kernel modelled:\n"
-    "                        pytorch_sdpa_flash_sm90 (the default): torch 2.11's flash\n"
-    "                        kernels on sm_90 (H100, H200: 132 SMs)\n"
-    "                        pytorch_sdpa_flash_sm90_stabilized: the same kernels with the\n"
-    "                        paper's stabilized softmax (Algorithm 3) in each K/V block\n"
-    "                        pytorch_sdpa_flash_sm90_stabilized_across_blocks: the rule on\n"
-    "                        the row's largest score so far, so that a max repeated in two\n"
-    "                        K/V blocks is caught too (ours; needs a positive scale)\n"
-    "                        paper_reference: the paper's own flash attention in PyTorch\n"
-    "                        (attention.py, 512 x 512 tiles, under bf16 autocast as its\n"
-    "                        train.py runs it; not a GPU kernel's bits)\n"
-    "                        paper_reference_stabilized: the same with its stabilized path\n"
-    "                        paper_reference_fp64: softmax attention in double, the value\n"
-    "                        errors are measured against; --out-o and --out-lse write\n"
-    "                        float64, and nothing is compared\n"
-    "  --causal            the causal mask (is_causal=True)\n"
+    "  --preset NAME       the kernel modelled, by name (default pytorch_sdpa_flash_sm90; the\n"
+    "                      list is below, and --list-kernels prints it)\n"
+    "  --kernel FILE.json  the kernel modelled, from its description (a JSON object, the\n"
+    "                      fields in docs/attention.md; --print-kernel NAME writes a preset's)\n"
+    "  --list-kernels      print every preset's name and summary, and exit\n"
+    "  --print-kernel NAME print a GPU kernel preset's description as JSON, and exit\n"
+  "  --causal            the causal mask (is_causal=True)\n"
     "  --scale X           the softmax scale as PyTorch's scale= takes it: a decimal, read as\n"
     "                      a double (a Python float), rounded to float for the GPU kernel\n"
     "                      (default 1/sqrt(d); d ** -0.5 for the paper_reference presets)\n"
-    "  --splits N          (GPU kernel presets) N split-KV splits (1 to 128) instead of the\n"
+    "  --splits N          (kernels with FA2's split-KV path) N split-KV splits (1 to 128) instead of the\n"
     "                      heuristic's; N > 1 takes the split kernel's tiles, 64 rows by 256\n"
     "                      keys (d 64) or by 128 keys (d 128); N = 1 the single kernel's\n"
     "  --batch-heads B,H   (GPU kernel presets) the B and H of the original call when the\n"
@@ -92,6 +87,8 @@ constexpr std::string_view attention_help =
     "                      sums, the element after each block) and every rounding of the\n"
     "                      element in order, the largest and the last in full\n"
     "Options take `--name VALUE` or `--name=VALUE`, each once.\n"
+    "  (--explain and the explanation of a first mismatch trace FA2's arithmetic: the\n"
+    "  pytorch_sdpa_flash_sm90 presets and descriptions with the same arithmetic)\n"
     "\n"
     "Prints the shapes, the preset, the split count and the tiles; with --expect-o or\n"
     "--expect-lse, the elements compared and the mismatches, and for the first mismatch of\n"
@@ -107,29 +104,21 @@ constexpr std::string_view attention_help =
     "arguments or input files, or output that could not be written, with one line on stderr.\n"
     "docs/attention.md has a worked example, from PyTorch to this command.\n";
 
-// The presets, by name; the first is the default.
-enum class preset { flash, flash_stabilized, flash_stabilized_across, paper, paper_stabilized, paper_fp64 };
-constexpr std::array<std::pair<std::string_view, preset>, 6> presets{{
-    {"pytorch_sdpa_flash_sm90", preset::flash},
-    {"pytorch_sdpa_flash_sm90_stabilized", preset::flash_stabilized},
-    {"pytorch_sdpa_flash_sm90_stabilized_across_blocks", preset::flash_stabilized_across},
-    {"paper_reference", preset::paper},
-    {"paper_reference_stabilized", preset::paper_stabilized},
-    {"paper_reference_fp64", preset::paper_fp64},
-}};
+// The kernel a run models: a registry preset by name, or a description from
+// a JSON file (--kernel), which is a GPU kernel.
+struct kernel_choice {
+  const attention::preset* named = &attention::presets().front();
+  std::optional<attention::kernel_description> described;  // --kernel FILE.json
 
-std::string_view preset_name(preset which) {
-  for (const auto& [name, p] : presets)
-    if (p == which) return name;
-  return {};
-}
-
-bool stabilized(preset which) {
-  return which == preset::flash_stabilized || which == preset::flash_stabilized_across || which == preset::paper_stabilized;
-}
-bool models_the_gpu_kernel(preset which) {
-  return which == preset::flash || which == preset::flash_stabilized || which == preset::flash_stabilized_across;
-}
+  std::string name() const { return described ? described->name : std::string(named->name); }
+  bool gpu_kernel() const { return described || named->kind == attention::preset_kind::gpu_kernel; }
+  attention::kernel_description description() const { return described ? *described : named->description(); }
+  bool is(attention::preset_kind kind) const { return !described && named->kind == kind; }
+  bool stabilized() const {
+    return gpu_kernel() ? description().arithmetic.stabilize.has_value()
+                        : is(attention::preset_kind::paper_reference_stabilized);
+  }
+};
 
 // A file name in a message, with control characters escaped so that the message stays one line.
 std::string printable(std::string_view text) {
@@ -150,7 +139,7 @@ std::string shape_text(const std::vector<std::size_t>& shape) {
 
 struct attention_options {
   std::string q_path, k_path, v_path;
-  preset kernel_preset = preset::flash;
+  kernel_choice kernel;
   bool causal = false;
   bool no_autocast = false;
   std::optional<double> scale;  // as Python's float; the GPU kernel takes it rounded to float
@@ -197,20 +186,42 @@ double parse_decimal(std::string_view text, std::string_view option, double leas
 
 float32 as_float(double x) { return from_host(static_cast<float>(x)); }
 
+// A kernel description from a JSON file; exit 2 with the file and the field named.
+attention::kernel_description read_description(std::string_view path) {
+  std::ifstream file{std::string(path)};
+  std::stringstream text;
+  if (!file || !(text << file.rdbuf())) fail(printable(path) + ": cannot read the kernel description");
+  try {
+    return attention::kernel_from_json(text.str());
+  } catch (const std::invalid_argument& error) {
+    fail(printable(path) + ": " + error.what());
+  }
+}
+
+// Whether a GPU kernel choice computes with FA2's arithmetic (what --explain traces).
+bool flash2_arithmetic(const kernel_choice& kernel) {
+  attention::flash_kernel arithmetic = kernel.description().arithmetic;
+  return attention::has_flash2_arithmetic(arithmetic);
+}
+
 attention_options parse_options(const arguments& args) {
   argument_reader reader(args, "attention");
   attention_options options;
+  bool preset_given = false;
   std::vector<std::string> files;
   for (; !reader.at_end(); reader.next()) {
     std::string_view value;
     if (reader.take_value("--preset", value)) {
-      const auto named = std::find_if(presets.begin(), presets.end(), [&](const auto& p) { return p.first == value; });
-      if (named == presets.end()) {
-        std::string names;
-        for (const auto& [name, p] : presets) names += (names.empty() ? "" : ", ") + std::string(name);
-        fail("attention: unknown preset " + quoted_input(value) + "; the presets are: " + names);
+      if (options.kernel.described) fail("attention: --preset and --kernel both name the kernel; give one");
+      try {
+        options.kernel.named = &attention::find_preset(value);
+      } catch (const std::invalid_argument& error) {
+        fail("attention: " + std::string(error.what()));
       }
-      options.kernel_preset = named->second;
+      preset_given = true;
+    } else if (reader.take_value("--kernel", value)) {
+      if (preset_given) fail("attention: --preset and --kernel both name the kernel; give one");
+      options.kernel.described = read_description(value);
     } else if (reader.take_flag("--no-autocast")) {
       options.no_autocast = true;
     } else if (reader.take_flag("--causal")) {
@@ -247,23 +258,23 @@ attention_options parse_options(const arguments& args) {
     fail("attention: expected three .npy files, Q K V, but got " + std::to_string(files.size()) +
          "; see bitexact attention --help");
   options.q_path = files[0], options.k_path = files[1], options.v_path = files[2];
-  if ((options.beta || options.epsilon) && !stabilized(options.kernel_preset))
+  if ((options.beta || options.epsilon) && !options.kernel.stabilized())
     fail(std::string("attention: ") + (options.beta ? "--beta" : "--eps") +
          " sets the stabilized softmax; it needs --preset pytorch_sdpa_flash_sm90_stabilized, "
          "pytorch_sdpa_flash_sm90_stabilized_across_blocks or paper_reference_stabilized");
   // Options that only the GPU kernel's presets have, refused rather than ignored.
-  const std::string_view preset_text = preset_name(options.kernel_preset);
-  if (!models_the_gpu_kernel(options.kernel_preset)) {
+  const std::string preset_text = options.kernel.name();
+  if (!options.kernel.gpu_kernel()) {
     if (options.splits || options.batch_heads)
       fail(std::string("attention: ") + (options.splits ? "--splits" : "--batch-heads") +
            " sets the GPU kernel's split-KV path, which preset " + std::string(preset_text) + " does not have");
-    if (!options.explain.empty())
-      fail("attention: --explain traces the GPU kernel's arithmetic (the pytorch_sdpa_flash_sm90 presets), not " +
-           std::string(preset_text) + "'s");
   }
-  if (options.no_autocast && options.kernel_preset != preset::paper && options.kernel_preset != preset::paper_stabilized)
+  if (!options.explain.empty() && !(options.kernel.gpu_kernel() && flash2_arithmetic(options.kernel)))
+    fail("attention: --explain traces FA2's arithmetic (the pytorch_sdpa_flash_sm90 presets), not " + preset_text + "'s");
+  if (options.no_autocast && !options.kernel.is(attention::preset_kind::paper_reference) &&
+      !options.kernel.is(attention::preset_kind::paper_reference_stabilized))
     fail("attention: --no-autocast changes the paper_reference and paper_reference_stabilized presets only");
-  if (options.kernel_preset == preset::paper_fp64 && (!options.expect_o.empty() || !options.expect_lse.empty()))
+  if (options.kernel.is(attention::preset_kind::paper_reference_fp64) && (!options.expect_o.empty() || !options.expect_lse.empty()))
     fail("attention: paper_reference_fp64 computes in double, a reference to measure errors against, not bits a GPU "
          "writes; --expect-o and --expect-lse need another preset");
   return options;
@@ -367,24 +378,12 @@ struct attention_problem {
   operand_tensor q, k, v;
   attention_shape head_shape;       // one head: batch = heads = 1
   attention_shape heuristic_shape;  // the call whose split count the preset chose
-  flash_kernel kernel;         // the pytorch_sdpa_flash_sm90 presets
+  flash_kernel kernel;           // a GPU kernel, resolved for the call
   attention::paper_flash paper;  // the paper_reference presets
   bool four_d = true;
   std::optional<element_index> explain;
   std::size_t head_count() const { return q.batch * q.heads; }
 };
-
-// The tiles pytorch_sdpa_flash_sm90 uses for a split count: the split kernel's when it splits.
-void set_split_count(flash_kernel& kernel, int head_dim, int splits) {
-  kernel.splits = splits;
-  if (splits > 1) {
-    kernel.block_m = 64;
-    kernel.block_n = head_dim == 64 ? 256 : 128;
-  } else {
-    kernel.block_m = 128;
-    kernel.block_n = head_dim == 64 ? 128 : 64;
-  }
-}
 
 attention_problem read_problem(const attention_options& options) {
   attention_problem p{options, read_operand(options.q_path, "Q"), read_operand(options.k_path, "K"),
@@ -422,27 +421,31 @@ attention_problem read_problem(const attention_options& options) {
   if (call_heads * ((static_cast<long long>(p.q.rows) + 63) / 64) > INT32_MAX)
     fail(fmt::format("attention: {} heads of {} rows are more blocks of rows than the split heuristic counts (2^31)",
                      call_heads, p.q.rows));
-  attention::stabilized_max rule;
-  rule.across_blocks = options.kernel_preset == preset::flash_stabilized_across;
-  if (options.beta) rule.beta = *options.beta;
-  if (options.epsilon) rule.epsilon = *options.epsilon;
-  if (!models_the_gpu_kernel(options.kernel_preset)) {
+  if (!options.kernel.gpu_kernel()) {
     p.paper = attention::paper_reference(p.head_shape, options.scale);
     p.paper.autocast = !options.no_autocast;
-    if (stabilized(options.kernel_preset)) p.paper.stabilize = rule;
+    if (options.kernel.stabilized()) {
+      attention::stabilized_max rule;
+      if (options.beta) rule.beta = *options.beta;
+      if (options.epsilon) rule.epsilon = *options.epsilon;
+      p.paper.stabilize = rule;
+    }
     return p;
   }
+  attention::kernel_description description = options.kernel.description();
+  if (auto& rule = description.arithmetic.stabilize) {
+    if (options.beta) rule->beta = *options.beta;
+    if (options.epsilon) rule->epsilon = *options.epsilon;
+  }
   try {
-    p.kernel = attention::pytorch_sdpa_flash_sm90(
-        p.heuristic_shape, options.scale ? std::optional<float32>(as_float(*options.scale)) : std::nullopt);
+    p.kernel = attention::resolve(description, p.heuristic_shape, {options.scale, 132, options.splits});
   } catch (const std::invalid_argument& error) {
     fail(printable(options.q_path) + ": " + error.what());
   }
-  if (stabilized(options.kernel_preset)) p.kernel.stabilize = rule;
-  if (rule.across_blocks && !(to_host(p.kernel.scale) > 0.0f && std::isfinite(to_host(p.kernel.scale))))
-    fail(fmt::format("attention: --preset {} needs a positive finite scale, not --scale {}", preset_name(options.kernel_preset),
+  if (p.kernel.stabilize && p.kernel.stabilize->across_blocks &&
+      !(to_host(p.kernel.scale) > 0.0f && std::isfinite(to_host(p.kernel.scale))))
+    fail(fmt::format("attention: kernel {} needs a positive finite scale, not --scale {}", options.kernel.name(),
                      fmt::format("{}", *options.scale)));
-  if (options.splits) set_split_count(p.kernel, p.head_shape.head_dim, *options.splits);
   if (!options.explain.empty()) p.explain = parse_element_index(options.explain, p.q, p.four_d);
   return p;
 }
@@ -458,7 +461,7 @@ struct attention_result {
 attention_result compute_paper(const attention_problem& p) {
   const std::size_t heads = p.head_count(), rows = p.q.rows, keys = p.k.rows, d = p.q.head_dim;
   attention_result result;
-  const bool fp64 = p.options.kernel_preset == preset::paper_fp64;
+  const bool fp64 = p.options.kernel.is(attention::preset_kind::paper_reference_fp64);
   if (fp64) result.o.resize(heads * rows * d), result.lse.resize(heads * rows);
   else result.bits.o.resize(heads * rows * d), result.bits.lse.resize(heads * rows);
   try {
@@ -482,7 +485,7 @@ attention_result compute_paper(const attention_problem& p) {
 }
 
 attention_result compute(const attention_problem& p) {
-  if (!models_the_gpu_kernel(p.options.kernel_preset)) return compute_paper(p);
+  if (!p.options.kernel.gpu_kernel()) return compute_paper(p);
   try {
     ptx::mufu_tables::shared();  // loaded once, here, so that a missing table is one error, not one per thread
   } catch (const mufu_data_error& error) {
@@ -539,7 +542,7 @@ expectations read_expectations(const attention_problem& p) {
 void write_outputs(const attention_problem& p, const attention_result& computed) {
   const attention::attention_output& result = computed.bits;
   try {
-    if (p.options.kernel_preset == preset::paper_fp64) {
+    if (p.options.kernel.is(attention::preset_kind::paper_reference_fp64)) {
       if (!p.options.out_o.empty()) npy::write(p.options.out_o, "<f8", p.q.file_shape, computed.o.data());
       if (!p.options.out_lse.empty()) npy::write(p.options.out_lse, "<f8", lse_shape(p), computed.lse.data());
       return;
@@ -568,17 +571,17 @@ std::string kernel_text(const flash_kernel& kernel, int key_rows, const std::str
 
 void print_summary(const attention_problem& p) {
   const attention_shape& s = p.heuristic_shape;
-  if (!models_the_gpu_kernel(p.options.kernel_preset)) {
+  if (!p.options.kernel.gpu_kernel()) {
     std::printf("attention: Q %s, K and V %s, %s, scale %s\n", shape_text(p.q.file_shape).c_str(),
                 shape_text(p.k.file_shape).c_str(), p.options.causal ? "causal" : "not causal",
                 fmt::format("{}{}", p.paper.scale, p.options.scale ? "" : ", the default d ** -0.5").c_str());
     const int key_blocks = (s.key_rows + p.paper.block_n - 1) / p.paper.block_n;
-    if (p.options.kernel_preset == preset::paper_fp64)
+    if (p.options.kernel.is(attention::preset_kind::paper_reference_fp64))
       std::printf("preset paper_reference_fp64: softmax attention in double, no tiles (O and L written as float64)\n");
     else
       std::printf("preset %s: the paper's flash attention in PyTorch (attention.py, %s), tiles %d rows x %d keys, "
                   "%d K/V block%s\n",
-                  std::string(preset_name(p.options.kernel_preset)).c_str(),
+                  p.options.kernel.name().c_str(),
                   p.paper.autocast ? "under bf16 autocast" : "bf16 tensors, no autocast", p.paper.block_m,
                   p.paper.block_n, key_blocks, key_blocks == 1 ? "" : "s");
     if (p.paper.stabilize)
@@ -592,10 +595,11 @@ void print_summary(const attention_problem& p) {
                           p.options.scale ? "" : ", the default 1/sqrt(d)")
                   .c_str());
   const std::string split_source =
-      p.options.splits ? std::string("from --splits")
+      p.options.kernel.description().split == attention::split_policy::none ? std::string("no split-KV path")
+      : p.options.splits ? std::string("from --splits")
                        : fmt::format("the heuristic's for B {}, H {}{}", s.batch, s.heads,
                                      p.options.batch_heads ? ", from --batch-heads" : "");
-  std::printf("preset %s: %s\n", std::string(preset_name(p.options.kernel_preset)).c_str(),
+  std::printf("preset %s: %s\n", p.options.kernel.name().c_str(),
               kernel_text(p.kernel, s.key_rows, split_source).c_str());
   if (p.kernel.stabilize)
     std::printf("stabilized softmax%s: beta %s, eps %s\n", p.kernel.stabilize->across_blocks ? " across blocks" : "",
@@ -797,8 +801,13 @@ std::pair<std::uint64_t, std::size_t> compare(const attention_problem& p, std::s
   std::printf("first mismatch in %s at %s\n  expected %s\n  model    %s\n%s", std::string(name).c_str(),
               index_text(p, head, row, col).c_str(), value_text(expected[first]).c_str(),
               value_text(model[first]).c_str(),
-              models_the_gpu_kernel(p.options.kernel_preset) ? describe_row(p, row).c_str() : "");
+              has_flash2_arithmetic(p.kernel) && p.options.kernel.gpu_kernel() ? describe_row(p, row).c_str() : "");
   return {mismatches, first};
+}
+
+void print_kernel_list() {
+  for (const attention::preset& p : attention::presets())
+    std::printf("  %-48s %s\n", std::string(p.name).c_str(), attention::preset_summary(p).c_str());
 }
 
 }  // namespace
@@ -806,6 +815,20 @@ std::pair<std::uint64_t, std::size_t> compare(const attention_problem& p, std::s
 int attention_command(const arguments& args) {
   if (asks_for_help(args)) {
     std::fputs(attention_help.data(), stdout);
+    std::puts("\npresets (bitexact attention --list-kernels):");
+    print_kernel_list();
+    return 0;
+  }
+  if (args.size() == 1 && args[0] == "--list-kernels") {
+    print_kernel_list();
+    return 0;
+  }
+  if (args.size() == 2 && args[0] == "--print-kernel") {
+    try {
+      std::puts(attention::kernel_to_json(attention::find_kernel(args[1])).dump(2).c_str());
+    } catch (const std::invalid_argument& error) {
+      fail("attention: " + std::string(error.what()));
+    }
     return 0;
   }
   const attention_options options = parse_options(args);
@@ -829,7 +852,7 @@ int attention_command(const arguments& args) {
     const std::size_t flat = (at.head * problem.q.rows + at.row) * problem.q.head_dim + at.col;
     print_explanation(problem, at, expected.o ? std::optional<bfloat16>((*expected.o)[flat]) : std::nullopt);
   }
-  if (first_o_mismatch && models_the_gpu_kernel(problem.options.kernel_preset)) {
+  if (first_o_mismatch && problem.options.kernel.gpu_kernel() && has_flash2_arithmetic(problem.kernel)) {
     const element_index& at = *first_o_mismatch;
     const std::size_t flat = (at.head * problem.q.rows + at.row) * problem.q.head_dim + at.col;
     if (!problem.explain || problem.explain->head != at.head || problem.explain->row != at.row ||

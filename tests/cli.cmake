@@ -481,7 +481,7 @@ bitexact_cli_test(attention_stabilized_across_blocks ARGS attention ${kernel_tie
   "L: 1000 elements compared, 0 mismatches")
 bitexact_cli_test(attention_error_across_blocks_scale RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
   --preset pytorch_sdpa_flash_sm90_stabilized_across_blocks --scale -0.5 ONE_LINE_ERROR
-  ERROR_CONTAINS "--preset pytorch_sdpa_flash_sm90_stabilized_across_blocks needs a positive finite scale, not --scale -0.5")
+  ERROR_CONTAINS "kernel pytorch_sdpa_flash_sm90_stabilized_across_blocks needs a positive finite scale, not --scale -0.5")
 bitexact_cli_test(attention_stabilized_beta ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy --causal
   --preset=pytorch_sdpa_flash_sm90_stabilized --beta 7 --eps 0.01 CONTAINS "stabilized softmax: beta 7, eps 0.01")
 bitexact_cli_test(attention_error_beta_without_stabilized RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
@@ -517,7 +517,7 @@ bitexact_cli_test(attention_error_paper_splits RC 2 ARGS attention ${n17}/q.npy 
   --preset paper_reference --splits 2 ONE_LINE_ERROR
   ERROR_CONTAINS "--splits sets the GPU kernel's split-KV path, which preset paper_reference does not have")
 bitexact_cli_test(attention_error_paper_explain RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
-  --preset paper_reference --explain 1,1 ONE_LINE_ERROR ERROR_CONTAINS "--explain traces the GPU kernel's arithmetic")
+  --preset paper_reference --explain 1,1 ONE_LINE_ERROR ERROR_CONTAINS "--explain traces FA2's arithmetic")
 bitexact_cli_test(attention_error_fp64_expect RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
   --preset paper_reference_fp64 --expect-o ${n17}/o.npy ONE_LINE_ERROR
   ERROR_CONTAINS "paper_reference_fp64 computes in double" "--expect-o and --expect-lse need another preset")
@@ -556,7 +556,7 @@ bitexact_cli_test(attention_error_float32_not_bf16 RC 2 ARGS attention ${attenti
   ERROR_CONTAINS "attention_f32_not_bf16.npy: float32 element [1, 3] = 0.10000000149011612 (0x3DCCCCCD) is not a bf16 value")
 bitexact_cli_test(attention_error_head_dim RC 2 ARGS attention ${attention_small}/attention_d32.npy
   ${attention_small}/attention_d32.npy ${attention_small}/attention_d32.npy ONE_LINE_ERROR
-  ERROR_CONTAINS "head_dim 32 is not modelled (64 and 128 are)")
+  ERROR_CONTAINS "head_dim 32 is not described (tiles has 64, 128)")
 bitexact_cli_test(attention_error_v_shape RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n1000}/v.npy ONE_LINE_ERROR
   ERROR_CONTAINS "v.npy: V has shape [1000, 64]; expected K's shape [17, 64]")
 bitexact_cli_test(attention_error_k_head_dim RC 2 ARGS attention
@@ -671,3 +671,36 @@ bitexact_cli_test(bias_statistics_error_save_heads RC 2 ARGS bias statistics --k
   ONE_LINE_ERROR ERROR_CONTAINS "--save-heads needs one --head-dims and one --keys value")
 bitexact_cli_test(bias_statistics_error_argument RC 2 ARGS bias statistics extra ONE_LINE_ERROR
   ERROR_CONTAINS "unexpected argument 'extra'")
+
+# Kernels as descriptions: the registry's list and JSON, a description file, and the refusals.
+set(triton_head ${CMAKE_CURRENT_LIST_DIR}/data/attention_triton/d64_n512_causal_ties_positive_h3)
+set(triton_example ${CMAKE_CURRENT_LIST_DIR}/../examples/triton/flash_forward.json)
+bitexact_cli_test(attention_list_kernels ARGS attention --list-kernels
+  CONTAINS "pytorch_sdpa_flash_sm90 " "flex_attention_sm90 " "paper_reference_fp64 ")
+bitexact_cli_test(attention_print_kernel ARGS attention --print-kernel flex_attention_sm90
+  CONTAINS "\"block_order\": \"mask_partial_then_full\"" "\"normalization\": \"div.full.f32\"")
+bitexact_cli_test(attention_error_print_unknown_kernel RC 2 ARGS attention --print-kernel flash ONE_LINE_ERROR
+  ERROR_CONTAINS "unknown preset 'flash'; the presets are: pytorch_sdpa_flash_sm90")
+bitexact_cli_test(attention_flex ARGS attention ${triton_head}/q.npy ${triton_head}/k.npy ${triton_head}/v.npy --causal
+  --preset flex_attention_sm90 --expect-o ${triton_head}/o_flex.npy --expect-lse ${triton_head}/lse_flex.npy
+  CONTAINS "preset flex_attention_sm90: 1 split (no split-KV path), tiles 128 rows x 128 keys"
+  "O: 32768 elements compared, 0 mismatches" "L: 512 elements compared, 0 mismatches")
+bitexact_cli_test(attention_kernel_file ARGS attention ${triton_head}/q.npy ${triton_head}/k.npy ${triton_head}/v.npy
+  --causal --kernel ${triton_example} --expect-o ${triton_head}/o_triton_example.npy
+  --expect-lse ${triton_head}/lse_triton_example.npy
+  CONTAINS "preset triton_flash_forward_example: 1 split (no split-KV path), tiles 128 rows x 64 keys"
+  "O: 32768 elements compared, 0 mismatches" "L: 512 elements compared, 0 mismatches")
+bitexact_cli_test(attention_kernel_file_against_flex RC 1 ARGS attention ${triton_head}/q.npy ${triton_head}/k.npy
+  ${triton_head}/v.npy --causal --kernel ${triton_example} --expect-o ${triton_head}/o_flex.npy
+  CONTAINS "O: 32768 elements compared, " "first mismatch in O at")
+bitexact_cli_test(attention_error_bad_kernel_file RC 2 ARGS attention ${triton_head}/q.npy ${triton_head}/k.npy
+  ${triton_head}/v.npy --kernel ${CMAKE_CURRENT_LIST_DIR}/cli/kernel_unknown_field.json ONE_LINE_ERROR
+  ERROR_CONTAINS "kernel description: field 'warps': unknown field")
+bitexact_cli_test(attention_error_preset_and_kernel RC 2 ARGS attention ${triton_head}/q.npy ${triton_head}/k.npy
+  ${triton_head}/v.npy --preset flex_attention_sm90 --kernel ${triton_example} ONE_LINE_ERROR
+  ERROR_CONTAINS "--preset and --kernel both name the kernel")
+bitexact_cli_test(attention_error_flex_short RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
+  --preset flex_attention_sm90 ONE_LINE_ERROR ERROR_CONTAINS "is described for 128 query rows or more, not 17")
+bitexact_cli_test(attention_error_flex_explain RC 2 ARGS attention ${triton_head}/q.npy ${triton_head}/k.npy
+  ${triton_head}/v.npy --preset flex_attention_sm90 --explain 1,1 ONE_LINE_ERROR
+  ERROR_CONTAINS "--explain traces FA2's arithmetic")

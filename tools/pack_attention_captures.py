@@ -7,11 +7,14 @@ library only.
 
     python3 tools/pack_attention_captures.py CAPTURE_DIR OUT_DIR SCENARIO:HEAD [SCENARIO:HEAD ...]
     python3 tools/pack_attention_captures.py kernel HEADS_DIR OUT_DIR SCENARIO:HEAD [SCENARIO:HEAD ...]
+    python3 tools/pack_attention_captures.py triton CAPTURE_DIR OUT_DIR SCENARIO:HEAD [SCENARIO:HEAD ...]
 
 The first takes PyTorch's flash backend (cuda/capture/flash_attention.py
 capture DIR; q, k, v, o, lse), the second our own kernels
 (cuda/attention/check_flash_forward.py DIR; q, k, v and o, lse of the
-standard, the stabilized and the across-blocks kernel).
+standard, the stabilized and the across-blocks kernel), the third the Triton
+kernels (cuda/capture/triton_attention.py DIR; q, k, v and o, lse of
+FlexAttention and of examples/triton/flash_forward.py).
 """
 import json
 import os
@@ -49,8 +52,9 @@ def write_npy(path, descr, shape, data):
 
 
 def main():
-    kernel = len(sys.argv) > 1 and sys.argv[1] == "kernel"
-    args = sys.argv[2:] if kernel else sys.argv[1:]
+    mode = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] in ("kernel", "triton") else "pytorch"
+    kernel = mode == "kernel"
+    args = sys.argv[2:] if mode != "pytorch" else sys.argv[1:]
     if len(args) < 3:
         sys.exit(__doc__)
     capture, out = args[0], args[1]
@@ -70,6 +74,16 @@ def main():
             "# file FNV1A64 PATH",
         ]
         arrays = ("q", "k", "v", "o_standard", "lse_standard", "o_stabilized", "lse_stabilized", "o_across", "lse_across")
+    elif mode == "triton":
+        lines = [
+            "# Triton kernels, one head per case: torch.compile(flex_attention) (default configuration, causal through a",
+            "# bottom-right block mask) and examples/triton/flash_forward.py on the same inputs",
+            "# (cuda/capture/triton_attention.py; tools/pack_attention_captures.py triton).",
+            "# " + gpu + f" Triton {v['triton']}.",
+            "# case NAME BATCH HEADS QUERY_ROWS KEY_ROWS HEAD_DIM CAUSAL SCALE SPLITS HEAD (as in ../attention/MANIFEST; SPLITS 1)",
+            "# file FNV1A64 PATH",
+        ]
+        arrays = ("q", "k", "v", "o_flex", "lse_flex", "o_triton_example", "lse_triton_example")
     else:
         lines = [
             "# Flash-attention captures: PyTorch's SDPA flash backend, one head per case (tools/pack_attention_captures.py).",
@@ -84,11 +98,11 @@ def main():
         name, head = item.rsplit(":", 1)
         s = by_name[name]
         assert s["B"] == 1, "captures keep heads of batch 1"
-        kept = s["keep" if kernel else "keep_heads"].index(int(head))
+        kept = int(head) if mode == "triton" else s["keep" if kernel else "keep_heads"].index(int(head))
         case = f"{name}_h{head}"
         os.makedirs(os.path.join(out, case), exist_ok=True)
         scale = "default" if s["scale"] is None else repr(s["scale"])
-        splits = 1 if kernel else s["splits"]
+        splits = s["splits"] if mode == "pytorch" else 1
         lines.append(f"case {case} {s['B']} {s['H']} {s['N']} {s.get('NK', s['N'])} {s['d']} {int(s['causal'])} "
                      f"{scale} {splits} {head}")
         for array in arrays:

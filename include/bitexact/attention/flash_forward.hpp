@@ -39,36 +39,38 @@
 #include "../hardware/mma.hpp"
 #include "../hardware/mufu.hpp"
 #include "../core/observer.hpp"
+#include "kernel.hpp"
+#include "kernels.hpp"
 #include "shape.hpp"
 
 namespace bitexact::attention {
 
-// PyTorch's default softmax scale: 1/sqrt(d) in double, then rounded to float
-// when it is passed to the kernel (sdp::calculate_scale, mha_fwd).
-inline float32 default_softmax_scale(int head_dim) {
-  return from_host(static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))));
+// PyTorch's scaled_dot_product_attention flash backend on sm_90 for one call:
+// the registry's description (kernels.hpp) resolved for the shape, with the
+// split count of its heuristic for a GPU with sm_count multiprocessors (132
+// on H100 SXM and H200). scale: the caller's, or PyTorch's default.
+inline flash_kernel pytorch_sdpa_flash_sm90(const attention_shape& shape, std::optional<float32> scale = {},
+                                            int sm_count = 132) {
+  return resolve(pytorch_sdpa_flash_sm90_description(), shape,
+                 {scale ? std::optional<double>(to_host(*scale)) : std::nullopt, sm_count, {}});
 }
 
-// The exponent's scale: the float scale times log2(e) in double, rounded once
-// to float (set_params_fprop: scale_softmax * M_LOG2E).
-inline float32 softmax_scale_log2(float32 scale) {
-  constexpr double log2_e = 1.44269504088896340736;
-  return from_host(static_cast<float>(static_cast<double>(to_host(scale)) * log2_e));
+// The paper's stabilized softmax on the same kernel arithmetic and the same
+// path choice as pytorch_sdpa_flash_sm90, with the given rule.
+inline flash_kernel pytorch_sdpa_flash_sm90_stabilized(const attention_shape& shape, std::optional<float32> scale = {},
+                                                       stabilized_max rule = {}, int sm_count = 132) {
+  flash_kernel kernel = pytorch_sdpa_flash_sm90(shape, scale, sm_count);
+  kernel.stabilize = rule;
+  return kernel;
 }
 
-// What decides the bits of one flash-attention forward pass.
-struct flash_kernel {
-  int block_m = 128;  // query rows of one thread block (the causal block range depends on it)
-  int block_n = 64;   // keys of one K/V block
-  int splits = 1;     // 1: one pass; more: split-KV, then the combine kernel
-  fused_sum_unit tensor_core = sm90_tensor_core;
-  // PyTorch compiles with UNFUSE_FMA: the score is scaled by a rounded multiply
-  // and then the max subtracted; without it one FFMA does both.
-  bool unfused_scale = true;
-  float32 scale{};       // natural-log units, for L
-  float32 scale_log2{};  // for the exponents
-  std::optional<stabilized_max> stabilize;  // the paper's Algorithm 3; off in PyTorch's kernel
-};
+// The same with the rule applied across K/V blocks (stabilized_max::across_blocks).
+inline flash_kernel pytorch_sdpa_flash_sm90_stabilized_across_blocks(const attention_shape& shape,
+                                                                     std::optional<float32> scale = {},
+                                                                     stabilized_max rule = {}, int sm_count = 132) {
+  rule.across_blocks = true;
+  return pytorch_sdpa_flash_sm90_stabilized(shape, scale, rule, sm_count);
+}
 
 // What one row's softmax did in one K/V block, for an observer of
 // flash_forward_head (the kernel's own values, before any bf16 rounding of P).
@@ -102,75 +104,6 @@ struct row_end_event {
   float32 lse{};      // L of the split
   std::span<const float32> o;  // [head_dim], O times inverse
 };
-
-// The split heuristic of flash-attention's mha_fwd (num_splits_heuristic):
-// split only while the blocks of rows do not fill 80% of the GPU's
-// 2 * SM slots, and then take the fewest splits whose wave efficiency is
-// within 85% of the best. Float arithmetic as written there.
-inline int split_count_heuristic(int row_blocks, int slots, int key_blocks, int max_splits = 128) {
-  if (static_cast<float>(row_blocks) >= 0.8f * static_cast<float>(slots)) return 1;
-  max_splits = std::min({max_splits, slots, key_blocks});
-  const auto ceil_div = [](int a, int b) { return (a + b - 1) / b; };
-  // A split count that leaves the blocks per split unchanged is no better than one fewer.
-  const auto eligible = [&](int s) { return s == 1 || ceil_div(key_blocks, s) != ceil_div(key_blocks, s - 1); };
-  std::vector<float> efficiency(static_cast<std::size_t>(max_splits) + 1, 0.0f);
-  float best = 0.0f;
-  for (int s = 1; s <= max_splits; ++s) {
-    if (!eligible(s)) continue;
-    const float waves = static_cast<float>(row_blocks * s) / static_cast<float>(slots);
-    efficiency[static_cast<std::size_t>(s)] = waves / std::ceil(waves);
-    best = std::max(best, efficiency[static_cast<std::size_t>(s)]);
-  }
-  for (int s = 1; s <= max_splits; ++s)
-    if (eligible(s) && static_cast<double>(efficiency[static_cast<std::size_t>(s)]) >= 0.85 * static_cast<double>(best))
-      return s;
-  return 1;
-}
-
-// PyTorch's scaled_dot_product_attention flash backend on sm_90 (torch 2.11,
-// flash-attention 2 kernels): the tiles it picks for head dims 64 and 128 and
-// the split count of its heuristic for a GPU with sm_count multiprocessors
-// (132 on H100 SXM and H200). scale: the caller's, or PyTorch's default.
-inline flash_kernel pytorch_sdpa_flash_sm90(const attention_shape& shape, std::optional<float32> scale = {},
-                                            int sm_count = 132) {
-  if (shape.head_dim != 64 && shape.head_dim != 128)
-    throw std::invalid_argument("pytorch_sdpa_flash_sm90: head_dim " + std::to_string(shape.head_dim) +
-                                " is not modelled (64 and 128 are)");
-  flash_kernel kernel;
-  kernel.scale = scale ? *scale : default_softmax_scale(shape.head_dim);
-  kernel.scale_log2 = softmax_scale_log2(kernel.scale);
-  // set_params_splitkv: the split kernel's blocks are 64 rows by 256 (d = 64) or 128 (d = 128) keys.
-  const int split_block_n = shape.head_dim == 64 ? 256 : 128;
-  const int key_blocks = (shape.key_rows + split_block_n - 1) / split_block_n;
-  const int row_blocks = shape.batch * shape.heads * ((shape.query_rows + 63) / 64);
-  kernel.splits = split_count_heuristic(row_blocks, 2 * sm_count, key_blocks);
-  if (kernel.splits > 1) {
-    kernel.block_m = 64;
-    kernel.block_n = split_block_n;
-  } else {
-    kernel.block_m = 128;
-    kernel.block_n = shape.head_dim == 64 ? 128 : 64;
-  }
-  return kernel;
-}
-
-// The paper's stabilized softmax on the same kernel arithmetic and the same
-// path choice as pytorch_sdpa_flash_sm90: a kernel no one ships yet (ours,
-// cuda/attention/flash_forward.cu, computes it).
-inline flash_kernel pytorch_sdpa_flash_sm90_stabilized(const attention_shape& shape, std::optional<float32> scale = {},
-                                                       stabilized_max rule = {}, int sm_count = 132) {
-  flash_kernel kernel = pytorch_sdpa_flash_sm90(shape, scale, sm_count);
-  kernel.stabilize = rule;
-  return kernel;
-}
-
-// The same with the rule applied across K/V blocks (stabilized_max::across_blocks).
-inline flash_kernel pytorch_sdpa_flash_sm90_stabilized_across_blocks(const attention_shape& shape,
-                                                                     std::optional<float32> scale = {},
-                                                                     stabilized_max rule = {}, int sm_count = 132) {
-  rule.across_blocks = true;
-  return pytorch_sdpa_flash_sm90_stabilized(shape, scale, rule, sm_count);
-}
 
 namespace detail {
 
@@ -375,25 +308,31 @@ class row_slab {
       : kernel_(kernel), head_(head), d_(head.shape.head_dim), row0_(row0), split_(split), sinks_(sinks),
         q_tiles_(query_tiles(head, row0)) {}
 
-  // Runs K/V blocks [first_block, end_block) from the last down, as the
-  // kernel does; masking_steps: how many of the first iterations mask, and
-  // check_inf_when_masking: whether those guard the rescale against -inf.
-  void run(int first_block, int end_block, int masking_steps, bool check_inf_when_masking) {
+  // Runs the K/V blocks in the order given, as the kernel visits them;
+  // masking_steps: how many of the first iterations mask (FA2's plan; every
+  // one under masked_max_rule::zero_shift), and check_inf_when_masking:
+  // whether those guard FA2's rescale against -inf.
+  void run(std::span<const int> blocks, int masking_steps, bool check_inf_when_masking) {
     const std::size_t bn = static_cast<std::size_t>(kernel_.block_n), d = static_cast<std::size_t>(d_);
     o_.assign(16 * d, float32::zero());
     maxima_.assign(16, running_row_max(kernel_));
+    exponent_max_.assign(16, negative_infinity);
     sums_.assign(16 * 4, float32::zero());
     row_p_.resize(bn);
     row_p_bf16_.resize(bn);
     std::vector<float32> scores(16 * bn);
     std::vector<bfloat16> p(16 * bn);
-    int iteration = 0;
-    for (int block = end_block - 1; block >= first_block; --block, ++iteration) {
-      const bool masking = iteration < masking_steps;
+    for (std::size_t iteration = 0; iteration < blocks.size(); ++iteration) {
+      const int block = blocks[iteration];
+      const bool masking = static_cast<int>(iteration) < masking_steps;
       const bool first = iteration == 0;
       compute_scores(block, scores);
-      for (int r = 0; r < 16; ++r)
-        softmax_row(r, block, first, masking, masking && check_inf_when_masking, scores, p);
+      for (int r = 0; r < 16; ++r) {
+        if (kernel_.max_in == max_units::scores)
+          softmax_row(r, block, first, masking, masking && check_inf_when_masking, scores, p);
+        else
+          softmax_row_exponent_max(r, block, scores, p);
+      }
       accumulate_pv(block, p);
       if (sinks_ != nullptr && sinks_->output)
         for (int r = 0; r < rows(); ++r) {
@@ -409,13 +348,30 @@ class row_slab {
   // conversion), and L; sum_zero_lse is L for a row whose sum is 0 or NaN.
   void finish_row(int r, std::span<float32> o_row, float32& lse, float32 sum_zero_lse) const {
     const std::size_t base = static_cast<std::size_t>(r) * 4;
-    // Allreduce<4>: xor 2, then xor 1.
-    const float32 sum = ptx::add_f32(ptx::add_f32(sums_[base], sums_[base + 2]), ptx::add_f32(sums_[base + 1], sums_[base + 3]));
-    const bool degenerate = to_host(sum) == 0.0f || sum.is_nan();
-    const float32 inverse = degenerate ? from_host(1.0f) : div(from_host(1.0f), sum, ptx::gpu_environment()).result;
-    for (int c = 0; c < d_; ++c)
-      o_row[static_cast<std::size_t>(c)] = ptx::mul_f32(o_[static_cast<std::size_t>(r) * static_cast<std::size_t>(d_) + static_cast<std::size_t>(c)], inverse);
-    lse = degenerate ? sum_zero_lse : log_sum_exp(maxima_[static_cast<std::size_t>(r)].value(), sum);
+    const float32* acc = o_.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(d_);
+    // Allreduce<4>: xor 2, then xor 1 (block_sum_then_fma keeps the joined sum in the first slot).
+    const float32 sum = kernel_.row_sum == row_sum_rule::block_sum_then_fma
+                            ? sums_[base]
+                            : ptx::add_f32(ptx::add_f32(sums_[base], sums_[base + 2]), ptx::add_f32(sums_[base + 1], sums_[base + 3]));
+    float32 inverse = from_host(1.0f);
+    if (kernel_.normalize == normalization::reciprocal_then_multiply) {
+      const bool degenerate = to_host(sum) == 0.0f || sum.is_nan();
+      if (!degenerate) inverse = div(from_host(1.0f), sum, ptx::gpu_environment()).result;
+      for (int c = 0; c < d_; ++c) o_row[static_cast<std::size_t>(c)] = ptx::mul_f32(acc[c], inverse);
+    } else {
+      const float32 divisor = to_host(sum) == 0.0f ? from_host(1.0f) : sum;  // tl.where(l == 0, 1, l)
+      inverse = divisor;
+      for (int c = 0; c < d_; ++c) o_row[static_cast<std::size_t>(c)] = ptx::div_full_f32(acc[c], divisor);
+    }
+    if (kernel_.lse == lse_formula::flash2) {
+      const bool degenerate = to_host(sum) == 0.0f || sum.is_nan();
+      lse = degenerate ? sum_zero_lse : log_sum_exp(maxima_[static_cast<std::size_t>(r)].value(), sum);
+    } else {
+      const float32 divisor = to_host(sum) == 0.0f ? from_host(1.0f) : sum;
+      lse = ptx::add_f32(exponent_max_[static_cast<std::size_t>(r)], ptx::log2f_libdevice(divisor));
+      // FlexAttention's wrapper: lse * math.log(2.0), compiled to one fp32 multiply.
+      if (kernel_.lse_natural_units) lse = ptx::mul_f32(lse, from_host(static_cast<float>(0.6931471805599453)));
+    }
     if (sinks_ != nullptr && sinks_->row_end) sinks_->row_end(row_end_event{row0_ + r, split_, sum, inverse, lse, o_row});
   }
 
@@ -485,6 +441,64 @@ class row_slab {
     }
   }
 
+  // One row's softmax in one block with the max kept in the exponent's units
+  // (Triton): x = the score in those units, m = max(m, rowmax(x)), the shift
+  // 0 while m is -inf, P = ex2(x - shift), alpha = ex2(RN(m_old - shift)).
+  void softmax_row_exponent_max(int r, int block, std::vector<float32>& scores, std::vector<bfloat16>& p) {
+    const std::size_t bn = static_cast<std::size_t>(kernel_.block_n), ur = static_cast<std::size_t>(r);
+    float32* s = scores.data() + ur * bn;
+    const attention_shape& shape = head_.shape;
+    const int row = row0_ + r;
+    const bool scaled_scores = kernel_.placement == scale_placement::scores;
+    // FlexAttention: qk *= SM_SCALE; mask; *= RCP_LN2. The raw scores otherwise.
+    if (scaled_scores)
+      for (std::size_t j = 0; j < bn; ++j) s[j] = ptx::mul_f32(s[j], kernel_.scale);
+    mask_block(kernel_, shape, row, block, std::span<float32>(s, bn));
+    if (scaled_scores)
+      for (std::size_t j = 0; j < bn; ++j) s[j] = ptx::mul_f32(s[j], kernel_.log2_e);
+    float32 block_max = s[0];
+    for (std::size_t j = 1; j < bn; ++j) block_max = fmnmx_max(block_max, s[j]);
+    if (!scaled_scores) block_max = ptx::mul_f32(block_max, kernel_.scale_log2);  // tl.max(qk, 1) * qk_scale
+    const float32 previous = exponent_max_[ur];
+    const float32 m = fmnmx_max(previous, block_max);
+    exponent_max_[ur] = m;
+    const float32 shift = m == negative_infinity ? float32::zero() : m;
+    const float32 alpha = ex2(ptx::sub_f32(previous, shift));
+    const bool rescale = kernel_.rescale == rescale_rule::every_block || m.bits != previous.bits;
+    if (rescale && alpha.bits != 0x3F800000u) {  // times exactly 1 leaves every O as it is
+      float32* o = o_.data() + ur * static_cast<std::size_t>(d_);
+      for (int c = 0; c < d_; ++c) o[c] = ptx::mul_f32(o[c], alpha);
+    }
+    const float32 negative_shift = float32::from_bits(shift.bits ^ 0x80000000u);
+    std::vector<float32>& row_p = row_p_;
+    for (std::size_t j = 0; j < bn; ++j) {
+      row_p[j] = scaled_scores          ? ptx::sub_f32(s[j], shift)
+                 : kernel_.unfused_scale ? ptx::sub_f32(ptx::mul_f32(s[j], kernel_.scale_log2), shift)
+                                         : ptx::fma_f32(s[j], kernel_.scale_log2, negative_shift);
+      ptx::prefetch_ex2(row_p[j], tables_);
+    }
+    for (std::size_t j = 0; j < bn; ++j) {
+      row_p[j] = ex2(row_p[j]);
+      row_p_bf16_[j] = ptx::cvt_rn_bf16_f32(row_p[j]);
+      p[(j / 16) * 256 + ur * 16 + j % 16] = row_p_bf16_[j];
+    }
+    if (sinks_ != nullptr && sinks_->softmax && row < shape.query_rows)
+      sinks_->softmax(softmax_block_event{row, split_, block, block_max, m, alpha, 0, std::span<const float32>(s, bn),
+                                          row_p, row_p_bf16_});
+    // tl.sum: thread t adds its columns 8 nj + 2 t + {0, 1} in order from the
+    // first, then the butterfly joins (t0 + t2) + (t1 + t3).
+    std::array<float32, 4> partial{};
+    for (std::size_t t = 0; t < 4; ++t)
+      for (std::size_t nj = 0; nj < bn / 8; ++nj)
+        for (std::size_t jj = 0; jj < 2; ++jj) {
+          const float32 x = row_p[nj * 8 + 2 * t + jj];
+          partial[t] = nj + jj == 0 ? x : ptx::add_f32(partial[t], x);
+        }
+    const float32 block_sum = ptx::add_f32(ptx::add_f32(partial[0], partial[2]), ptx::add_f32(partial[1], partial[3]));
+    float32& sum = sums_[ur * 4];
+    sum = rescale ? ptx::fma_f32(sum, alpha, block_sum) : ptx::add_f32(sum, block_sum);
+  }
+
   // p: the block's P in bf16 as block_n / 16 A tiles (16 rows by 16 keys).
   void accumulate_pv(int block, const std::vector<bfloat16>& p) {
     const std::size_t bn = static_cast<std::size_t>(kernel_.block_n), d = static_cast<std::size_t>(d_);
@@ -504,8 +518,12 @@ class row_slab {
     }
   }
 
-  // exp2f as nvcc compiles it without fast math: MUFU.EX2 in its non-FTZ wrapper.
-  float32 ex2(float32 x) const { return ptx::ex2_approx(x, tables_); }
+  // exp2f as nvcc compiles it without fast math (MUFU.EX2 in its non-FTZ
+  // wrapper), or Triton's ex2.approx.ftz.f32 (MUFU.EX2 alone).
+  float32 ex2(float32 x) const {
+    return kernel_.exponential == exponential_unit::ex2_approx_ftz_f32 ? ptx::ex2_approx_ftz(x, tables_)
+                                                                       : ptx::ex2_approx(x, tables_);
+  }
 
   const flash_kernel& kernel_;
   const head_operands& head_;
@@ -516,7 +534,8 @@ class row_slab {
   const ptx::mufu_tables& tables_ = ptx::mufu_tables::shared();
   std::vector<bfloat16> q_tiles_;
   std::vector<float32> o_;     // [16][head_dim], the unnormalised accumulator
-  std::vector<running_row_max> maxima_;  // [16]
+  std::vector<running_row_max> maxima_;  // [16], max_units::scores
+  std::vector<float32> exponent_max_;    // [16], max_units::exponent
   std::vector<float32> sums_;  // [16][4], each thread's partial row sum
   std::vector<float32> row_p_;  // one row's P of the current block, in fp32
   std::vector<bfloat16> row_p_bf16_;  // and in bf16
@@ -539,6 +558,49 @@ inline block_range blocks_of(const flash_kernel& kernel, const attention_shape& 
   if (shape.causal)
     range.end = std::min(range.end, ceil_div((m_block + 1) * kernel.block_m + shape.key_rows - shape.query_rows, kernel.block_n));
   return range;
+}
+
+
+// The K/V blocks the thread block holding row0 visits in one split, in the
+// kernel's order (the block order's comment in kernel.hpp says whose).
+inline std::vector<int> visit_order(const flash_kernel& kernel, const attention_shape& shape, int row0, int split) {
+  const auto ceil_div = [](int a, int b) { return (a + b - 1) / b; };
+  std::vector<int> blocks;
+  if (kernel.order == block_order::last_to_first) {
+    const block_range range = blocks_of(kernel, shape, row0 / kernel.block_m, split);
+    for (int block = range.end - 1; block >= range.first; --block) blocks.push_back(block);
+    return blocks;
+  }
+  if (kernel.order == block_order::first_to_last) {
+    const block_range range = blocks_of(kernel, shape, row0 / kernel.block_m, 0);
+    for (int block = 0; block < range.end; ++block) blocks.push_back(block);
+    return blocks;
+  }
+  // mask_partial_then_full. Without the causal mask FlexAttention's empty
+  // block mask is one partial block over every key.
+  const int key_blocks = std::max(ceil_div(shape.key_rows, kernel.block_n), 1);
+  if (!shape.causal) {
+    for (int block = 0; block < key_blocks; ++block) blocks.push_back(block);
+    return blocks;
+  }
+  // create_block_mask pads the mask to whole blocks with False: a block is
+  // full only when every row and key of its padded square is visible.
+  const int size = kernel.mask_block, per_mask_block = kernel.mask_block / kernel.block_n;
+  const int first_row = row0 / size * size, last_row = std::min(first_row + size, shape.query_rows) - 1;
+  std::vector<int> partial, full;
+  for (int mask_block = 0; mask_block < ceil_div(shape.key_rows, size); ++mask_block) {
+    const int first_key = mask_block * size;
+    if (visible_keys(shape, last_row) <= first_key) continue;  // no row sees a key of it
+    const bool whole = first_row + size <= shape.query_rows && first_key + size <= shape.key_rows &&
+                       visible_keys(shape, first_row) >= first_key + size;
+    (whole ? full : partial).push_back(mask_block);
+  }
+  for (const std::vector<int>* list : {&partial, &full}) {
+    // block_n_end: the list's blocks of block_n keys, at most the keys' blocks.
+    const int iterations = std::min(static_cast<int>(list->size()) * per_mask_block, key_blocks);
+    for (int i = 0; i < iterations; ++i) blocks.push_back((*list)[static_cast<std::size_t>(i / per_mask_block)] * per_mask_block + i % per_mask_block);
+  }
+  return blocks;
 }
 
 }  // namespace detail
@@ -599,16 +661,17 @@ inline void run_slab(const flash_kernel& kernel, const head_operands& head, int 
   const std::size_t d = static_cast<std::size_t>(shape.head_dim);
   const bool split = kernel.splits > 1;
   const masking_plan masking = masking_of(kernel, shape);
-  const int m_block = row0 / kernel.block_m;
   const int rows = std::min(16, shape.query_rows - row0);
   std::vector<float32> split_o(static_cast<std::size_t>(kernel.splits) * 16 * d, float32::zero());
   std::vector<float32> split_lse(static_cast<std::size_t>(kernel.splits) * 16,
                                  split ? negative_infinity : float32::infinity());
   for (int s = 0; s < kernel.splits; ++s) {
-    const block_range range = blocks_of(kernel, shape, m_block, s);
-    if (range.first >= range.end) continue;  // an empty split: O = 0, L = -inf (+inf unsplit)
+    const std::vector<int> blocks = visit_order(kernel, shape, row0, s);
+    if (blocks.empty() && kernel.order == block_order::last_to_first)
+      continue;  // an empty split: O = 0, L = -inf (+inf unsplit)
     row_slab slab(kernel, head, row0, s, sinks);
-    slab.run(range.first, range.end, masking.steps, masking.check_inf);
+    slab.run(blocks, kernel.masked_max == masked_max_rule::zero_shift ? static_cast<int>(blocks.size()) : masking.steps,
+             masking.check_inf);
     for (int r = 0; r < rows; ++r) {
       const std::size_t at = static_cast<std::size_t>(s) * 16 + static_cast<std::size_t>(r);
       slab.finish_row(r, std::span<float32>(split_o.data() + at * d, d), split_lse[at],
@@ -637,6 +700,7 @@ inline void run_slab(const flash_kernel& kernel, const head_operands& head, int 
 inline void check_head(const flash_kernel& kernel, const attention_shape& shape, std::size_t q, std::size_t k,
                        std::size_t v, std::size_t o, std::size_t lse) {
   const auto fail = [](const std::string& what) { throw std::invalid_argument("flash_forward_head: " + what); };
+  check_arithmetic(kernel);
   if (shape.query_rows < 1 || shape.key_rows < 1 || shape.head_dim < 16 || shape.head_dim % 16 != 0)
     fail("a head needs at least one query row and one key, and a head dim that is a multiple of 16");
   if (kernel.block_n < 16 || kernel.block_n % 16 != 0 || kernel.block_m < 16 || kernel.block_m % 16 != 0 ||

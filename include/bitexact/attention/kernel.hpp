@@ -1,0 +1,270 @@
+// An attention kernel's arithmetic as data: every choice that decides the bits
+// of a flash-attention forward pass, named after what the kernel does. A
+// kernel_description is what a user writes (attention/kernel_json.hpp reads
+// and writes it as JSON, attention/kernels.hpp names the known ones);
+// resolve() turns it and one call's shape into the flash_kernel that the one
+// emulator, flash_forward.hpp, reads.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../core/format.hpp"
+#include "../hardware/mma.hpp"
+#include "shape.hpp"
+
+namespace bitexact::attention {
+
+// The order in which one row block visits its K/V blocks.
+enum class block_order {
+  last_to_first,  // FlashAttention-2 (flash_fwd_kernel.h): from the last block down
+  first_to_last,  // Triton's tutorial kernel: from block 0 up to the causal limit
+  // FlexAttention's template: the block mask's partially masked blocks first,
+  // then its full ones, each list ascending, mask_block keys a mask block.
+  mask_partial_then_full,
+};
+
+// Where the softmax scale enters the scores.
+enum class scale_placement {
+  exponent,  // c = RN(scale * log2(e)) multiplies S inside the exponent (FA2, Triton's tutorial)
+  scores,    // S * scale, then * log2(e), two FMULs on every score before the max (FlexAttention)
+};
+
+// The units of the running row max m, and so of alpha = ex2(m_old - m).
+enum class max_units {
+  scores,    // raw S (FA2): alpha = ex2(RN(RN(m_old - m) * c))
+  exponent,  // the exponent's units (Triton): m = RN(rowmax(S) * c), alpha = ex2(RN(m_old - m))
+};
+
+// The exponential unit: nvcc's exp2f (MUFU.EX2 in its non-FTZ wrapper) or
+// Triton's tl.math.exp2 (ex2.approx.ftz.f32, MUFU.EX2 alone).
+enum class exponential_unit { ex2_approx_f32, ex2_approx_ftz_f32 };
+
+// How the row sum l is kept.
+enum class row_sum_rule {
+  // FA2: each of the quad's four threads keeps its own partial sum over every
+  // block (its columns 8j + 2t + {0,1} in order; on later blocks the rescale
+  // is fused into the first addition, FFMA(alpha, l_t, p)), joined once at
+  // the end as (l_0 + l_2) + (l_1 + l_3).
+  thread_partials_across_blocks,
+  // Triton's tl.sum: each block's P summed per thread in the same column
+  // order from its first element, joined by butterfly shuffles xor 2 then
+  // xor 1, then l = FFMA(l, alpha, block_sum) (LLVM contracts l * alpha + s).
+  block_sum_then_fma,
+};
+
+// When O and the row sums are multiplied by alpha.
+enum class rescale_rule {
+  every_block,       // every block after the first (FA2), or every block (Triton: alpha is 0 first)
+  when_max_changes,  // only when the running max changed
+};
+
+// A row with every score so far masked (m = -inf).
+enum class masked_max_rule {
+  flash2,      // FA2's masking steps and Check_inf (mask.h, softmax.h): scaled max 0 while m = -inf
+  zero_shift,  // Triton: every block masked, and the max subtracted is 0 while m = -inf
+};
+
+// How O is divided by l at the end.
+enum class normalization {
+  reciprocal_then_multiply,  // FA2: O * RN(1 / l), the inverse 1 when l is 0 or NaN
+  div_full_f32,              // Triton's O / l (div.full.f32), l replaced by 1 when it is 0
+};
+
+// How L, the row's logsumexp, is formed.
+enum class lse_formula {
+  flash2,          // FFMA(m, scale, RN(lg2.approx(l) * ln 2)), natural-log units; +inf for l 0 or NaN
+  max_plus_log2f,  // RN(m + __nv_log2f(l)) in the exponent's units (base 2), l 0 taken as 1
+};
+
+// The split-KV path.
+enum class split_policy {
+  none,              // one pass over every block
+  flash2_heuristic,  // flash-attention's num_splits_heuristic, the split kernel's tiles, the combine kernel
+};
+
+// One call's kernel, resolved from a description and the call's shape: what
+// the emulator reads.
+struct flash_kernel {
+  int block_m = 128;  // query rows of one thread block (the causal block range depends on it)
+  int block_n = 64;   // keys of one K/V block
+  int splits = 1;     // 1: one pass; more: split-KV, then the combine kernel
+  fused_sum_unit tensor_core = sm90_tensor_core;
+  block_order order = block_order::last_to_first;
+  int mask_block = 128;  // mask_partial_then_full: the block mask's block, in rows and keys
+  scale_placement placement = scale_placement::exponent;
+  max_units max_in = max_units::scores;
+  // The exponent of a score: a rounded multiply and then the max subtracted
+  // (PyTorch compiles FA2 with UNFUSE_FMA), or one FFMA. scale_placement::scores
+  // subtracts after its two multiplies, whatever this says.
+  bool unfused_scale = true;
+  exponential_unit exponential = exponential_unit::ex2_approx_f32;
+  row_sum_rule row_sum = row_sum_rule::thread_partials_across_blocks;
+  rescale_rule rescale = rescale_rule::every_block;
+  masked_max_rule masked_max = masked_max_rule::flash2;
+  normalization normalize = normalization::reciprocal_then_multiply;
+  lse_formula lse = lse_formula::flash2;
+  bool lse_natural_units = true;  // max_plus_log2f: multiplied by RN(ln 2) after (FlexAttention's wrapper)
+  float32 scale{};       // natural-log units
+  float32 scale_log2{};  // scale_placement::exponent: RN(scale * log2(e)), the exponent's scale
+  float32 log2_e = from_host(1.44269504f);  // scale_placement::scores: the second multiply's constant
+  std::optional<stabilized_max> stabilize;  // the paper's Algorithm 3; FA2 arithmetic only
+};
+
+// FlashAttention-2's arithmetic throughout: the models built on its structure
+// (explain.hpp, rounding_sites.hpp, repeated_max.hpp) take only these.
+inline bool has_flash2_arithmetic(const flash_kernel& kernel) {
+  return kernel.order == block_order::last_to_first && kernel.placement == scale_placement::exponent &&
+         kernel.max_in == max_units::scores && kernel.exponential == exponential_unit::ex2_approx_f32 &&
+         kernel.row_sum == row_sum_rule::thread_partials_across_blocks && kernel.rescale == rescale_rule::every_block &&
+         kernel.masked_max == masked_max_rule::flash2 && kernel.normalize == normalization::reciprocal_then_multiply &&
+         kernel.lse == lse_formula::flash2;
+}
+
+// The combinations of a flash_kernel's fields the emulator computes;
+// std::invalid_argument naming the first field that is not, and why.
+inline void check_arithmetic(const flash_kernel& kernel) {
+  const auto refuse = [](const std::string& what) { throw std::invalid_argument("kernel: " + what); };
+  const bool exponent_max = kernel.max_in == max_units::exponent;
+  if (kernel.placement == scale_placement::scores && !exponent_max)
+    refuse("max_units must be exponent when scale_placement is scores (the max is taken of the scaled scores)");
+  if (exponent_max != (kernel.masked_max == masked_max_rule::zero_shift))
+    refuse("masked_max zero_shift goes with max_units exponent, flash2 with max_units scores");
+  if (exponent_max != (kernel.row_sum == row_sum_rule::block_sum_then_fma))
+    refuse("row_sum block_sum_then_fma goes with max_units exponent, thread_partials_across_blocks with scores");
+  if (exponent_max != (kernel.lse == lse_formula::max_plus_log2f))
+    refuse("lse max_plus_log2f goes with max_units exponent, flash2 with max_units scores");
+  if (kernel.masked_max == masked_max_rule::flash2 && kernel.order != block_order::last_to_first)
+    refuse("masked_max flash2 (FA2's masking steps) needs block_order last_to_first");
+  if (!exponent_max && kernel.rescale != rescale_rule::every_block)
+    refuse("rescale when_max_changes is modelled with max_units exponent only");
+  if (kernel.stabilize && exponent_max) refuse("stabilize is modelled on FA2's arithmetic (max_units scores) only");
+  if (kernel.splits > 1 && (kernel.order != block_order::last_to_first || exponent_max))
+    refuse("split-KV (splits > 1) is FA2's path: block_order last_to_first, max_units scores");
+  if (kernel.order == block_order::mask_partial_then_full &&
+      (kernel.mask_block < kernel.block_n || kernel.mask_block % kernel.block_n != 0 || kernel.mask_block % kernel.block_m != 0))
+    refuse("mask_block must be a multiple of block_m and block_n");
+}
+
+// PyTorch's default softmax scale: 1/sqrt(d) in double, then rounded to float
+// when it is passed to the kernel (sdp::calculate_scale, mha_fwd; a Triton
+// kernel's float argument or constexpr likewise).
+inline float32 default_softmax_scale(int head_dim) {
+  return from_host(static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))));
+}
+
+// The exponent's scale: the float scale times log2(e) in double, rounded once
+// to float (set_params_fprop: scale_softmax * M_LOG2E).
+inline float32 softmax_scale_log2(float32 scale) {
+  constexpr double log2_e = 1.44269504088896340736;
+  return from_host(static_cast<float>(static_cast<double>(to_host(scale)) * log2_e));
+}
+
+// The split heuristic of flash-attention's mha_fwd (num_splits_heuristic):
+// split only while the blocks of rows do not fill 80% of the GPU's
+// 2 * SM slots, and then take the fewest splits whose wave efficiency is
+// within 85% of the best. Float arithmetic as written there.
+inline int split_count_heuristic(int row_blocks, int slots, int key_blocks, int max_splits = 128) {
+  if (static_cast<float>(row_blocks) >= 0.8f * static_cast<float>(slots)) return 1;
+  max_splits = std::min({max_splits, slots, key_blocks});
+  const auto ceil_div = [](int a, int b) { return (a + b - 1) / b; };
+  // A split count that leaves the blocks per split unchanged is no better than one fewer.
+  const auto eligible = [&](int s) { return s == 1 || ceil_div(key_blocks, s) != ceil_div(key_blocks, s - 1); };
+  std::vector<float> efficiency(static_cast<std::size_t>(max_splits) + 1, 0.0f);
+  float best = 0.0f;
+  for (int s = 1; s <= max_splits; ++s) {
+    if (!eligible(s)) continue;
+    const float waves = static_cast<float>(row_blocks * s) / static_cast<float>(slots);
+    efficiency[static_cast<std::size_t>(s)] = waves / std::ceil(waves);
+    best = std::max(best, efficiency[static_cast<std::size_t>(s)]);
+  }
+  for (int s = 1; s <= max_splits; ++s)
+    if (eligible(s) && static_cast<double>(efficiency[static_cast<std::size_t>(s)]) >= 0.85 * static_cast<double>(best))
+      return s;
+  return 1;
+}
+
+// A kernel's tiles for one head dim: rows of a thread block, keys of a K/V block.
+struct tile_shape {
+  int block_m = 0, block_n = 0;
+};
+
+// A kernel as a user describes it: its tiles per head dim and the arithmetic
+// of flash_kernel, independent of any call. `arithmetic` carries every
+// arithmetic field; its block_m, block_n, splits, scale and scale_log2 are
+// set by resolve() for each call.
+struct kernel_description {
+  std::string name;
+  std::string summary;  // one line: what kernel, which software, which GPU
+  std::map<int, tile_shape> tiles;  // by head dim; a head dim not listed is refused
+  split_policy split = split_policy::none;
+  std::map<int, tile_shape> split_tiles;
+  // The exponent's scale RN(scale * log2(e)) from the scale as a double (a
+  // Triton kernel's host code: scale * 1.4426950408889634 passed as a float
+  // argument) rather than from the float scale (FA2's set_params_fprop).
+  bool scale_log2_from_double = false;
+  // Calls with fewer query rows run another kernel (FlexAttention's decoding
+  // kernel below 128 rows) and are refused.
+  int min_query_rows = 1;  // flash2_heuristic: the split kernel's tiles, by head dim
+  flash_kernel arithmetic;
+};
+
+// What a call adds to a description: its shape (the split heuristic sees the
+// whole call's B and H), its scale, and overrides.
+struct call_options {
+  std::optional<double> scale;  // as Python's float; default 1/sqrt(head_dim) in double
+  int sm_count = 132;            // the GPU's multiprocessors, for the split heuristic
+  std::optional<int> splits;     // a split count instead of the heuristic's (flash2_heuristic only)
+};
+
+// The tiles a description gives a head dim and a split count.
+inline tile_shape tiles_for(const kernel_description& description, int head_dim, int splits) {
+  const auto& table = splits > 1 ? description.split_tiles : description.tiles;
+  const auto found = table.find(head_dim);
+  if (found == table.end()) {
+    std::string dims;
+    for (const auto& [dim, tile] : table) dims += (dims.empty() ? "" : ", ") + std::to_string(dim);
+    throw std::invalid_argument("kernel " + description.name + ": head_dim " + std::to_string(head_dim) +
+                                " is not described (" + (splits > 1 ? "split_tiles" : "tiles") + " has " +
+                                (dims.empty() ? std::string("none") : dims) + ")");
+  }
+  return found->second;
+}
+
+// One call's flash_kernel: the description's arithmetic with the tiles and
+// split count for this shape and the call's scale.
+inline flash_kernel resolve(const kernel_description& description, const attention_shape& shape,
+                            const call_options& call = {}) {
+  if (shape.query_rows < description.min_query_rows)
+    throw std::invalid_argument("kernel " + description.name + " is described for " +
+                                std::to_string(description.min_query_rows) + " query rows or more, not " +
+                                std::to_string(shape.query_rows) + " (min_query_rows)");
+  flash_kernel kernel = description.arithmetic;
+  const double scale = call.scale ? *call.scale : 1.0 / std::sqrt(static_cast<double>(shape.head_dim));
+  kernel.scale = from_host(static_cast<float>(scale));
+  kernel.scale_log2 = description.scale_log2_from_double
+                          ? from_host(static_cast<float>(scale * 1.4426950408889634))
+                          : softmax_scale_log2(kernel.scale);
+  if (call.splits && description.split != split_policy::flash2_heuristic && *call.splits != 1)
+    throw std::invalid_argument("kernel " + description.name + " has no split-KV path (split is none)");
+  kernel.splits = 1;
+  tiles_for(description, shape.head_dim, 1);  // a head dim the kernel has no tiles for is refused first
+  if (description.split == split_policy::flash2_heuristic) {
+    // set_params_splitkv: the heuristic counts the split kernel's blocks.
+    const tile_shape split_tile = tiles_for(description, shape.head_dim, 2);
+    const int key_blocks = (shape.key_rows + split_tile.block_n - 1) / split_tile.block_n;
+    const int row_blocks = shape.batch * shape.heads * ((shape.query_rows + split_tile.block_m - 1) / split_tile.block_m);
+    kernel.splits = call.splits ? *call.splits : split_count_heuristic(row_blocks, 2 * call.sm_count, key_blocks);
+  }
+  const tile_shape tile = tiles_for(description, shape.head_dim, kernel.splits);
+  kernel.block_m = tile.block_m;
+  kernel.block_n = tile.block_n;
+  return kernel;
+}
+
+}  // namespace bitexact::attention

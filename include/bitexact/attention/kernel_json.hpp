@@ -1,0 +1,277 @@
+// A kernel_description as JSON: the file a kernel author writes
+// (`bitexact attention --kernel FILE.json`, `bitexact.attention(...,
+// kernel={...})`) and the form `--list-kernels --json` prints. Every field a
+// description needs must be there and understood: an unknown field, a value of
+// the wrong type, a name not in the tables below or a combination the
+// emulator does not compute is refused with one line naming the field. The
+// field names and values are spelled here and nowhere else (docs/attention.md
+// lists them).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "kernel.hpp"
+
+namespace bitexact::attention {
+
+namespace json_names {
+
+template <class E>
+using table = std::initializer_list<std::pair<std::string_view, E>>;
+
+inline const table<block_order> block_orders{{"last_to_first", block_order::last_to_first},
+                                             {"first_to_last", block_order::first_to_last},
+                                             {"mask_partial_then_full", block_order::mask_partial_then_full}};
+inline const table<scale_placement> placements{{"exponent", scale_placement::exponent},
+                                               {"scores", scale_placement::scores}};
+inline const table<bool> exponent_forms{{"mul_then_sub", true}, {"fma", false}};  // unfused_scale
+inline const table<bool> scale_log2_sources{{"float_scale", false}, {"double_scale", true}};
+inline const table<max_units> units{{"scores", max_units::scores}, {"exponent", max_units::exponent}};
+inline const table<exponential_unit> exponentials{{"ex2.approx.f32", exponential_unit::ex2_approx_f32},
+                                                  {"ex2.approx.ftz.f32", exponential_unit::ex2_approx_ftz_f32}};
+inline const table<row_sum_rule> row_sums{{"thread_partials_across_blocks", row_sum_rule::thread_partials_across_blocks},
+                                          {"block_sum_then_fma", row_sum_rule::block_sum_then_fma}};
+inline const table<rescale_rule> rescales{{"every_block", rescale_rule::every_block},
+                                          {"when_max_changes", rescale_rule::when_max_changes}};
+inline const table<masked_max_rule> masked_maxima{{"flash2", masked_max_rule::flash2},
+                                                  {"zero_shift", masked_max_rule::zero_shift}};
+inline const table<normalization> normalizations{{"reciprocal_then_multiply", normalization::reciprocal_then_multiply},
+                                                 {"div.full.f32", normalization::div_full_f32}};
+inline const table<lse_formula> lse_formulas{{"flash2", lse_formula::flash2},
+                                             {"max_plus_log2f", lse_formula::max_plus_log2f}};
+inline const table<bool> lse_units{{"natural", true}, {"log2", false}};
+inline const table<split_policy> split_policies{{"none", split_policy::none},
+                                                {"flash2_heuristic", split_policy::flash2_heuristic}};
+// The tensor-core units by name (hardware/mma.hpp).
+inline const table<const fused_sum_unit*> tensor_cores{{"sm90", &sm90_tensor_core}, {"sm80", &sm80_tensor_core}};
+// P V takes P rounded by this one conversion; a field so that a description says it.
+inline const table<bool> p_roundings{{"cvt.rn.bf16.f32", true}};
+
+template <class E>
+std::string_view name_of(const table<E>& names, E value) {
+  for (const auto& [name, v] : names)
+    if (v == value) return name;
+  return "?";
+}
+
+}  // namespace json_names
+
+namespace detail {
+
+[[noreturn]] inline void description_error(const std::string& field, const std::string& what) {
+  throw std::invalid_argument("kernel description: " + (field.empty() ? what : "field '" + field + "': " + what));
+}
+
+// A description's JSON object, its fields taken one by one so that any left
+// over is refused.
+class json_fields {
+ public:
+  json_fields(const nlohmann::json& object, std::string path) : object_(object), path_(std::move(path)) {
+    if (!object_.is_object()) description_error(path_, "expected an object");
+  }
+
+  bool has(std::string_view key) const { return object_.contains(std::string(key)); }
+
+  const nlohmann::json& take(std::string_view key) {
+    const std::string k(key);
+    if (!object_.contains(k)) description_error(field(k), "missing");
+    taken_.insert(k);
+    return object_.at(k);
+  }
+
+  std::string text(std::string_view key) {
+    const nlohmann::json& value = take(key);
+    if (!value.is_string()) description_error(field(key), "expected a string");
+    return value.get<std::string>();
+  }
+
+  int integer(std::string_view key, int least, int most) {
+    const nlohmann::json& value = take(key);
+    if (!value.is_number_integer() || value.get<std::int64_t>() < least || value.get<std::int64_t>() > most)
+      description_error(field(key), "expected an integer from " + std::to_string(least) + " to " + std::to_string(most));
+    return value.get<int>();
+  }
+
+  bool boolean(std::string_view key) {
+    const nlohmann::json& value = take(key);
+    if (!value.is_boolean()) description_error(field(key), "expected true or false");
+    return value.get<bool>();
+  }
+
+  // A finite number, rounded to float as a kernel's float argument is.
+  float32 number(std::string_view key) {
+    const nlohmann::json& value = take(key);
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || !std::isfinite(static_cast<float>(value.get<double>())))
+      description_error(field(key), "expected a finite number");
+    return from_host(static_cast<float>(value.get<double>()));
+  }
+
+  template <class E>
+  E named(std::string_view key, const json_names::table<E>& names) {
+    const std::string value = text(key);
+    std::string all;
+    for (const auto& [name, v] : names) {
+      if (name == value) return v;
+      all += (all.empty() ? "" : ", ") + std::string(name);
+    }
+    description_error(field(key), "'" + value + "' is not one of: " + all);
+  }
+
+  std::map<int, tile_shape> tiles(std::string_view key) {
+    const nlohmann::json& value = take(key);
+    if (!value.is_object() || value.empty()) description_error(field(key), "expected an object of head dims");
+    std::map<int, tile_shape> out;
+    for (const auto& [dim, tile] : value.items()) {
+      const std::string where = field(key) + "." + dim;
+      int head_dim = 0;
+      try {
+        std::size_t used = 0;
+        head_dim = std::stoi(dim, &used);
+        if (used != dim.size()) throw std::invalid_argument(dim);
+      } catch (const std::exception&) {
+        description_error(where, "a head dim is a decimal integer");
+      }
+      if (head_dim < 16 || head_dim % 16 != 0 || head_dim > 512) description_error(where, "a head dim is a multiple of 16 up to 512");
+      json_fields fields(tile, where);
+      const int block_m = fields.integer("block_m", 16, 1024), block_n = fields.integer("block_n", 16, 1024);
+      if (block_m % 16 != 0 || block_n % 16 != 0) description_error(where, "block_m and block_n are multiples of 16");
+      fields.finish();
+      out[head_dim] = {block_m, block_n};
+    }
+    return out;
+  }
+
+  void finish() const {
+    for (const auto& [key, value] : object_.items())
+      if (taken_.count(key) == 0) description_error(field(key), "unknown field");
+  }
+
+ private:
+  std::string field(std::string_view key) const { return path_.empty() ? std::string(key) : path_ + "." + std::string(key); }
+
+  const nlohmann::json& object_;
+  std::string path_;
+  std::set<std::string> taken_;
+};
+
+}  // namespace detail
+
+// A description from its JSON text; std::invalid_argument with one line
+// naming the field that is missing, unknown, of the wrong type or value, or
+// not computable in that combination.
+inline kernel_description kernel_from_json(std::string_view text) {
+  nlohmann::json document;
+  try {
+    document = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    detail::description_error("", std::string("not JSON (") + e.what() + ")");
+  }
+  namespace names = json_names;
+  detail::json_fields fields(document, "");
+  kernel_description d;
+  flash_kernel& a = d.arithmetic;
+  d.name = fields.text("name");
+  if (d.name.empty()) detail::description_error("name", "empty");
+  if (fields.has("summary")) d.summary = fields.text("summary");
+  d.tiles = fields.tiles("tiles");
+  d.split = fields.named("split_kv", names::split_policies);
+  if (d.split == split_policy::flash2_heuristic) d.split_tiles = fields.tiles("split_tiles");
+  if (fields.has("min_query_rows")) d.min_query_rows = fields.integer("min_query_rows", 1, 1 << 30);
+  a.tensor_core = *fields.named("tensor_core", names::tensor_cores);
+  a.order = fields.named("block_order", names::block_orders);
+  if (a.order == block_order::mask_partial_then_full) a.mask_block = fields.integer("mask_block", 16, 1 << 20);
+  a.placement = fields.named("scale_placement", names::placements);
+  if (a.placement == scale_placement::scores) a.log2_e = fields.number("log2_e");
+  a.unfused_scale = fields.named("exponent", names::exponent_forms);
+  d.scale_log2_from_double = fields.named("scale_log2_from", names::scale_log2_sources);
+  a.max_in = fields.named("max_units", names::units);
+  a.exponential = fields.named("exponential", names::exponentials);
+  a.masked_max = fields.named("masked_max", names::masked_maxima);
+  a.row_sum = fields.named("row_sum", names::row_sums);
+  a.rescale = fields.named("rescale", names::rescales);
+  fields.named("p_rounding", names::p_roundings);
+  a.normalize = fields.named("normalization", names::normalizations);
+  a.lse = fields.named("lse_formula", names::lse_formulas);
+  a.lse_natural_units = fields.named("lse_units", names::lse_units);
+  if (fields.has("stabilize")) {
+    detail::json_fields rule(fields.take("stabilize"), "stabilize");
+    stabilized_max stabilize;
+    stabilize.beta = rule.number("beta");
+    stabilize.epsilon = rule.number("epsilon");
+    stabilize.across_blocks = rule.boolean("across_blocks");
+    if (!(to_host(stabilize.beta) >= 1.0f) || !(to_host(stabilize.epsilon) >= 0.0f))
+      detail::description_error("stabilize", "beta is at least 1 and epsilon at least 0");
+    rule.finish();
+    a.stabilize = stabilize;
+  }
+  fields.finish();
+  if (!a.lse_natural_units && a.lse == lse_formula::flash2)
+    detail::description_error("lse_units", "lse_formula flash2 is in natural units");
+  // Every tile against the arithmetic, as resolve() would give it.
+  for (const auto* table : {&d.tiles, &d.split_tiles})
+    for (const auto& [dim, tile] : *table) {
+      flash_kernel resolved = a;
+      resolved.block_m = tile.block_m;
+      resolved.block_n = tile.block_n;
+      resolved.splits = table == &d.split_tiles ? 2 : 1;
+      try {
+        check_arithmetic(resolved);
+      } catch (const std::invalid_argument& e) {
+        detail::description_error("", std::string(e.what()).substr(8) + " (head dim " + std::to_string(dim) + ")");
+      }
+    }
+  return d;
+}
+
+// The JSON of a description: every field, the form kernel_from_json reads.
+inline nlohmann::ordered_json kernel_to_json(const kernel_description& d) {
+  namespace names = json_names;
+  const flash_kernel& a = d.arithmetic;
+  const auto tiles = [](const std::map<int, tile_shape>& table) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    for (const auto& [dim, tile] : table) out[std::to_string(dim)] = {{"block_m", tile.block_m}, {"block_n", tile.block_n}};
+    return out;
+  };
+  nlohmann::ordered_json j;
+  j["name"] = d.name;
+  if (!d.summary.empty()) j["summary"] = d.summary;
+  j["tiles"] = tiles(d.tiles);
+  j["split_kv"] = names::name_of(names::split_policies, d.split);
+  if (d.split == split_policy::flash2_heuristic) j["split_tiles"] = tiles(d.split_tiles);
+  if (d.min_query_rows != 1) j["min_query_rows"] = d.min_query_rows;
+  std::string_view unit = "?";
+  for (const auto& [name, u] : names::tensor_cores)
+    if (u->products_per_step == a.tensor_core.products_per_step && u->kept_fraction_bits == a.tensor_core.kept_fraction_bits)
+      unit = name;
+  j["tensor_core"] = unit;
+  j["block_order"] = names::name_of(names::block_orders, a.order);
+  if (a.order == block_order::mask_partial_then_full) j["mask_block"] = a.mask_block;
+  j["scale_placement"] = names::name_of(names::placements, a.placement);
+  if (a.placement == scale_placement::scores) j["log2_e"] = static_cast<double>(to_host(a.log2_e));
+  j["exponent"] = names::name_of(names::exponent_forms, a.unfused_scale);
+  j["scale_log2_from"] = names::name_of(names::scale_log2_sources, d.scale_log2_from_double);
+  j["max_units"] = names::name_of(names::units, a.max_in);
+  j["exponential"] = names::name_of(names::exponentials, a.exponential);
+  j["masked_max"] = names::name_of(names::masked_maxima, a.masked_max);
+  j["row_sum"] = names::name_of(names::row_sums, a.row_sum);
+  j["rescale"] = names::name_of(names::rescales, a.rescale);
+  j["p_rounding"] = "cvt.rn.bf16.f32";
+  j["normalization"] = names::name_of(names::normalizations, a.normalize);
+  j["lse_formula"] = names::name_of(names::lse_formulas, a.lse);
+  j["lse_units"] = names::name_of(names::lse_units, a.lse_natural_units);
+  if (a.stabilize)
+    j["stabilize"] = {{"beta", static_cast<double>(to_host(a.stabilize->beta))},
+                      {"epsilon", static_cast<double>(to_host(a.stabilize->epsilon))},
+                      {"across_blocks", a.stabilize->across_blocks}};
+  return j;
+}
+
+}  // namespace bitexact::attention

@@ -1,0 +1,150 @@
+// The named attention models: one registry, the only place a preset's name
+// is spelled. The command (`bitexact attention --preset NAME`,
+// `--list-kernels`) and the Python binding look names up here.
+//
+// GPU kernels are kernel_descriptions (attention/kernel.hpp), each field's
+// value traced to the source, PTX or SASS that shows it and proven on
+// captures (docs/attention.md has the counts). The paper_reference presets
+// are the paper's own PyTorch arithmetic (paper_reference.hpp), not a kernel.
+#pragma once
+
+#include <algorithm>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernel.hpp"
+
+namespace bitexact::attention {
+
+// PyTorch 2.11's scaled_dot_product_attention flash backend on sm_90
+// (flash-attention 2 kernels): tiles of flash_fwd_launch_template.h for d 64
+// and 128, the split kernel's 64 x 256 / 64 x 128 (set_params_splitkv), FA2's
+// arithmetic throughout (flash_kernel's defaults; cuda/capture/flash_sass.sh).
+inline kernel_description pytorch_sdpa_flash_sm90_description() {
+  kernel_description d;
+  d.name = "pytorch_sdpa_flash_sm90";
+  d.summary = "torch 2.11's flash kernels (FlashAttention-2) on sm_90 (H100, H200: 132 SMs)";
+  d.tiles = {{64, {128, 128}}, {128, {128, 64}}};
+  d.split = split_policy::flash2_heuristic;
+  d.split_tiles = {{64, {64, 256}}, {128, {64, 128}}};
+  return d;
+}
+
+// The paper's stabilized softmax (Algorithm 3) on the same kernel: ours
+// (cuda/attention/flash_forward.cu), no one else ships it.
+inline kernel_description pytorch_sdpa_flash_sm90_stabilized_description() {
+  kernel_description d = pytorch_sdpa_flash_sm90_description();
+  d.name = "pytorch_sdpa_flash_sm90_stabilized";
+  d.summary = "the same kernels with the paper's stabilized softmax (Algorithm 3) in each K/V block (ours)";
+  d.arithmetic.stabilize = stabilized_max{};
+  return d;
+}
+
+// The rule on the row's largest score so far (stabilized_max::across_blocks).
+inline kernel_description pytorch_sdpa_flash_sm90_stabilized_across_blocks_description() {
+  kernel_description d = pytorch_sdpa_flash_sm90_stabilized_description();
+  d.name = "pytorch_sdpa_flash_sm90_stabilized_across_blocks";
+  d.summary = "the rule on the row's largest score so far, so that a max repeated in two K/V blocks is caught "
+              "too (ours; needs a positive scale)";
+  d.arithmetic.stabilize->across_blocks = true;
+  return d;
+}
+
+// torch.compile(flex_attention) in torch 2.11 with Triton 3.6 on sm_90, its
+// default configuration (flex_attention.py's template, as the generated
+// kernel shows it; cuda/capture/triton_attention.py keeps the code):
+// BLOCK_M 128 and BLOCK_N 128 (d 64) or 64 (d 128); Q K^T and P V by wgmma
+// (the same fused k16 step as mma.sync); qk *= SM_SCALE, then *= RCP_LN2
+// (1.44269504) as two FMULs; the max over those; p = ex2.approx.ftz(x - m);
+// l = FFMA(l, alpha, tl.sum(p)); O / l by div.full.f32; LSE = m + log2(l)
+// (__nv_log2f), times ln 2 in fp32 by the wrapper's compiled multiply.
+// Below 128 query rows torch.compile picks the flex_decoding template (a
+// split-KV kernel, _use_flex_decoding): not modelled, so refused.
+inline kernel_description flex_attention_sm90_description() {
+  kernel_description d;
+  d.name = "flex_attention_sm90";
+  d.summary = "torch 2.11's torch.compile(flex_attention), Triton 3.6, default configuration, on sm_90";
+  d.tiles = {{64, {128, 128}}, {128, {128, 64}}};
+  d.min_query_rows = 128;
+  flash_kernel& a = d.arithmetic;
+  a.order = block_order::mask_partial_then_full;
+  a.mask_block = 128;
+  a.placement = scale_placement::scores;
+  a.max_in = max_units::exponent;
+  a.exponential = exponential_unit::ex2_approx_ftz_f32;
+  a.row_sum = row_sum_rule::block_sum_then_fma;
+  a.masked_max = masked_max_rule::zero_shift;
+  a.normalize = normalization::div_full_f32;
+  a.lse = lse_formula::max_plus_log2f;
+  a.lse_natural_units = true;
+  return d;
+}
+
+// What a preset name stands for.
+enum class preset_kind {
+  gpu_kernel,                  // a kernel_description, run by flash_forward
+  paper_reference,             // the paper's flash attention in PyTorch (paper_reference.hpp)
+  paper_reference_stabilized,  // the same with its stabilized path
+  paper_reference_fp64,        // softmax attention in double
+};
+
+struct preset {
+  std::string_view name;
+  preset_kind kind;
+  std::string_view summary;
+  kernel_description (*description)() = nullptr;  // gpu_kernel only
+};
+
+// Every preset; the first is the default.
+inline std::span<const preset> presets() {
+  static const preset table[] = {
+      {"pytorch_sdpa_flash_sm90", preset_kind::gpu_kernel, "", pytorch_sdpa_flash_sm90_description},
+      {"pytorch_sdpa_flash_sm90_stabilized", preset_kind::gpu_kernel, "",
+       pytorch_sdpa_flash_sm90_stabilized_description},
+      {"pytorch_sdpa_flash_sm90_stabilized_across_blocks", preset_kind::gpu_kernel, "",
+       pytorch_sdpa_flash_sm90_stabilized_across_blocks_description},
+      {"flex_attention_sm90", preset_kind::gpu_kernel, "", flex_attention_sm90_description},
+      {"paper_reference", preset_kind::paper_reference,
+       "the paper's own flash attention in PyTorch (attention.py, 512 x 512 tiles, under bf16 autocast as its "
+       "train.py runs it; not a GPU kernel's bits)"},
+      {"paper_reference_stabilized", preset_kind::paper_reference_stabilized,
+       "the same with its stabilized path"},
+      {"paper_reference_fp64", preset_kind::paper_reference_fp64,
+       "softmax attention in double, the value errors are measured against"},
+  };
+  return table;
+}
+
+// A preset's one-line summary (a GPU kernel's is its description's).
+inline std::string preset_summary(const preset& p) {
+  return p.description != nullptr ? p.description().summary : std::string(p.summary);
+}
+
+// The names, comma-separated, for messages.
+inline std::string preset_names() {
+  std::string names;
+  for (const preset& p : presets()) names += (names.empty() ? "" : ", ") + std::string(p.name);
+  return names;
+}
+
+// The preset called name; std::invalid_argument listing the names otherwise.
+inline const preset& find_preset(std::string_view name) {
+  const auto all = presets();
+  const auto found = std::find_if(all.begin(), all.end(), [&](const preset& p) { return p.name == name; });
+  if (found == all.end())
+    throw std::invalid_argument("unknown preset '" + std::string(name) + "'; the presets are: " + preset_names());
+  return *found;
+}
+
+// The description of a GPU kernel preset; std::invalid_argument for a paper preset.
+inline kernel_description find_kernel(std::string_view name) {
+  const preset& p = find_preset(name);
+  if (p.description == nullptr)
+    throw std::invalid_argument("preset " + std::string(name) + " is the paper's PyTorch arithmetic, not a GPU kernel");
+  return p.description();
+}
+
+}  // namespace bitexact::attention

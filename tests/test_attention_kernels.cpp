@@ -1,0 +1,230 @@
+// Kernels as data: the registry's descriptions and a user's description file
+// read from and written to JSON, bad descriptions refused naming the field,
+// and the Triton kernels' captures (tests/data/attention_triton) replayed
+// through their descriptions, O and L bit for bit.
+#include <doctest/doctest.h>
+
+#include <bitexact/attention/flash_forward.hpp>
+#include <bitexact/attention/kernel_json.hpp>
+#include <bitexact/attention/kernels.hpp>
+#include <bitexact/core/checksum.hpp>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "npy.hpp"
+
+using namespace bitexact;
+using namespace bitexact::attention;
+
+namespace {
+
+const std::string triton_dir = std::string(BITEXACT_TEST_DATA_DIR) + "/attention_triton";
+const std::string example_json = std::string(BITEXACT_TEST_DATA_DIR) + "/../../examples/triton/flash_forward.json";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in, "cannot open " << path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The message of the std::invalid_argument that reading text throws ("" if none).
+std::string refusal(const std::string& text) {
+  try {
+    kernel_from_json(text);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The example's description with one field's value replaced (JSON text of the value).
+std::string with_field(const std::string& field, const std::string& value) {
+  nlohmann::json j = nlohmann::json::parse(read_text(example_json));
+  j[field] = nlohmann::json::parse(value);
+  return j.dump();
+}
+
+struct triton_case {
+  std::string name;
+  attention_shape shape;
+  std::optional<double> scale;
+};
+
+std::string hex(std::uint64_t x) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(x));
+  return text;
+}
+
+std::vector<triton_case> read_triton_manifest() {
+  std::ifstream in(triton_dir + "/MANIFEST");
+  REQUIRE_MESSAGE(in, "cannot open " << triton_dir << "/MANIFEST");
+  std::vector<triton_case> cases;
+  int files = 0;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string kind;
+    fields >> kind;
+    if (kind == "case") {
+      triton_case c;
+      std::string scale;
+      int causal = 0, splits = 0, head = 0;
+      fields >> c.name >> c.shape.batch >> c.shape.heads >> c.shape.query_rows >> c.shape.key_rows >> c.shape.head_dim >>
+          causal >> scale >> splits >> head;
+      REQUIRE_MESSAGE(fields, "malformed MANIFEST line: " << line);
+      c.shape.causal = causal != 0;
+      c.shape.batch = c.shape.heads = 1;  // one head kept; no split heuristic here
+      if (scale != "default") c.scale = std::stod(scale);
+      cases.push_back(c);
+    } else if (kind == "file") {
+      std::string checksum, path;
+      fields >> checksum >> path;
+      const std::string bytes = read_text(triton_dir + "/" + path);
+      CHECK_MESSAGE(hex(fnv1a64(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size())) == checksum,
+                    path << ": checksum differs from MANIFEST");
+      ++files;
+    }
+  }
+  CHECK(files == 7 * static_cast<int>(cases.size()));
+  return cases;
+}
+
+std::vector<bfloat16> read_bf16(const std::string& path, std::size_t count) {
+  const npy::array a = npy::read(path);
+  REQUIRE(a.element_size() == 2);
+  REQUIRE(a.element_count() == count);
+  std::vector<bfloat16> values(count);
+  for (std::size_t i = 0; i < count; ++i) values[i] = bfloat16::from_bits(a.word(i));
+  return values;
+}
+
+// Every captured head of one kernel ("flex", "triton_example") through a
+// description: {elements compared, mismatches}.
+std::pair<std::uint64_t, std::uint64_t> replay(const kernel_description& description, const std::string& kernel) {
+  std::uint64_t compared = 0, mismatches = 0;
+  for (const triton_case& c : read_triton_manifest()) {
+    const std::size_t rows = static_cast<std::size_t>(c.shape.query_rows), keys = static_cast<std::size_t>(c.shape.key_rows);
+    const std::size_t d = static_cast<std::size_t>(c.shape.head_dim);
+    const std::string head = triton_dir + "/" + c.name + "/";
+    const auto q = read_bf16(head + "q.npy", rows * d), k = read_bf16(head + "k.npy", keys * d),
+               v = read_bf16(head + "v.npy", keys * d);
+    const auto expected_o = read_bf16(head + "o_" + kernel + ".npy", rows * d);
+    const npy::array expected_lse = npy::read(head + "lse_" + kernel + ".npy");
+    REQUIRE(expected_lse.element_count() == rows);
+    const attention_output out = flash_forward(resolve(description, c.shape, {c.scale, 132, {}}), c.shape, q, k, v);
+    std::uint64_t bad = 0;
+    for (std::size_t i = 0; i < rows * d; ++i) bad += out.o[i] != expected_o[i];
+    for (std::size_t i = 0; i < rows; ++i) bad += out.lse[i].bits != expected_lse.word(i);
+    MESSAGE(description.name << " on " << c.name << ": " << rows * d << " O and " << rows << " L elements, " << bad
+                             << " mismatches");
+    compared += rows * d + rows;
+    mismatches += bad;
+  }
+  return {compared, mismatches};
+}
+
+// O and L elements of the eleven captured heads.
+constexpr std::uint64_t captured_elements = 128 * 65 + 128 * 129 + 1000 * 65 + 300 * 129 + 300 * 65 + 512 * 65 +
+                                            512 * 129 + 512 * 65 + 512 * 129 + 512 * 129 + 512 * 65;
+
+}  // namespace
+
+TEST_SUITE("attention") {
+  TEST_CASE("kernel descriptions: every registry kernel and the Triton example survive JSON unchanged") {
+    int round_trips = 0;
+    for (const preset& p : presets()) {
+      if (p.description == nullptr) continue;
+      const kernel_description d = p.description();
+      CHECK(d.name == p.name);
+      const kernel_description back = kernel_from_json(kernel_to_json(d).dump());
+      CHECK_MESSAGE(kernel_to_json(back) == kernel_to_json(d), p.name);
+      ++round_trips;
+    }
+    CHECK(round_trips == 4);
+    const kernel_description example = kernel_from_json(read_text(example_json));
+    CHECK(example.name == "triton_flash_forward_example");
+    CHECK(kernel_to_json(kernel_from_json(kernel_to_json(example).dump())) == kernel_to_json(example));
+    CHECK(presets().front().name == "pytorch_sdpa_flash_sm90");  // the default
+    CHECK_THROWS_WITH_AS(find_preset("flash"), doctest::Contains("the presets are: pytorch_sdpa_flash_sm90"),
+                         std::invalid_argument);
+  }
+
+  TEST_CASE("kernel descriptions: what is not understood is refused, naming the field") {
+    CHECK(refusal(read_text(example_json)).empty());
+    CHECK(refusal("{") .find("not JSON") != std::string::npos);
+    CHECK(refusal(with_field("colour", "\"red\"")) == "kernel description: field 'colour': unknown field");
+    CHECK(refusal(with_field("row_sum", "\"pairwise\"")) ==
+          "kernel description: field 'row_sum': 'pairwise' is not one of: thread_partials_across_blocks, block_sum_then_fma");
+    CHECK(refusal(with_field("tiles", R"({"64": {"block_m": "128", "block_n": 64}})")) ==
+          "kernel description: field 'tiles.64.block_m': expected an integer from 16 to 1024");
+    CHECK(refusal(with_field("tiles", R"({"64": {"block_m": 128, "block_n": 64, "warps": 4}})")) ==
+          "kernel description: field 'tiles.64.warps': unknown field");
+    CHECK(refusal(with_field("exponential", "2")) == "kernel description: field 'exponential': expected a string");
+    // A combination the emulator does not compute.
+    CHECK(refusal(with_field("max_units", "\"scores\"")).find("masked_max zero_shift goes with max_units exponent") !=
+          std::string::npos);
+    nlohmann::json missing = nlohmann::json::parse(read_text(example_json));
+    missing.erase("normalization");
+    CHECK(refusal(missing.dump()) == "kernel description: field 'normalization': missing");
+    // FlexAttention's decoding kernel runs below 128 query rows: refused, not computed.
+    CHECK_THROWS_WITH_AS(resolve(flex_attention_sm90_description(), {1, 1, 17, 17, 64, false}),
+                         doctest::Contains("min_query_rows"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(resolve(flex_attention_sm90_description(), {1, 1, 128, 128, 64, false}, {{}, 132, 2}),
+                         doctest::Contains("no split-KV path"), std::invalid_argument);
+  }
+
+  TEST_CASE("flex_attention_sm90 reproduces torch.compile(flex_attention) on the H100, O and L, bit for bit") {
+    const auto [compared, mismatches] = replay(flex_attention_sm90_description(), "flex");
+    MESSAGE("flex_attention_sm90: " << compared << " O and L elements, " << mismatches << " mismatches");
+    CHECK(compared == captured_elements);
+    CHECK(mismatches == 0);
+  }
+
+  TEST_CASE("the Triton example's description file reproduces examples/triton/flash_forward.py, bit for bit") {
+    const auto [compared, mismatches] = replay(kernel_from_json(read_text(example_json)), "triton_example");
+    MESSAGE("triton_flash_forward_example: " << compared << " O and L elements, " << mismatches << " mismatches");
+    CHECK(compared == captured_elements);
+    CHECK(mismatches == 0);
+  }
+
+  TEST_CASE("a wrong description fails the replay") {
+    // The example with the exponent as a rounded multiply and a subtraction instead of its FFMA.
+    const auto unfused = replay(kernel_from_json(with_field("exponent", "\"mul_then_sub\"")), "triton_example");
+    MESSAGE("example with exponent mul_then_sub: " << unfused.second << " mismatches");
+    CHECK(unfused.second > 0);
+    // FlexAttention visiting the causal mask's blocks in plain ascending order
+    // instead of its partially masked blocks first.
+    kernel_description flex = flex_attention_sm90_description();
+    flex.arithmetic.order = block_order::first_to_last;
+    const auto ascending = replay(flex, "flex");
+    MESSAGE("flex with block_order first_to_last: " << ascending.second << " mismatches");
+    CHECK(ascending.second > 0);
+  }
+}
+
+TEST_SUITE("attention") {
+  TEST_CASE("ptx::div_full_f32 reproduces Triton's x / y (div.full.f32) on the H100 bit for bit") {
+    // x, y, x / y as fp32 bits, [17060, 3]: 8,192 attention-like quotients (an accumulator over a row
+    // sum up to 2^20), 676 pairs of special and edge values, 8,192 random bit patterns; cut from the
+    // 1,048,576 of cuda/capture/triton_attention.py (tests/data/README.md).
+    const std::string path = std::string(BITEXACT_TEST_DATA_DIR) + "/div_full_f32.npy";
+    const std::string bytes = read_text(path);
+    CHECK(hex(fnv1a64(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size())) == "2c7f8cd941cf0415");
+    const npy::array samples = npy::read(path);
+    REQUIRE(samples.element_size() == 4);
+    REQUIRE(samples.element_count() == 3 * 17060);
+    std::uint64_t mismatches = 0;
+    for (std::size_t i = 0; i < 17060; ++i) {
+      const float32 x = float32::from_bits(samples.word(3 * i)), y = float32::from_bits(samples.word(3 * i + 1));
+      const std::uint32_t gpu = samples.word(3 * i + 2), model = ptx::div_full_f32(x, y).bits;
+      if (model != gpu && mismatches++ < 5)
+        MESSAGE(hex(x.bits) << " / " << hex(y.bits) << ": GPU " << hex(gpu) << ", model " << hex(model));
+    }
+    CHECK(mismatches == 0);
+  }
+}

@@ -1,10 +1,18 @@
 // The flash-attention emulator on one head of N = 4096 keys and queries,
 // d = 128, against a plain fp32 attention loop on the same inputs in the
-// same run (the ratio is the figure: docs/attention.md). Both use every core
-// the host gives (the emulator's slabs of 16 rows, the baseline's rows).
+// same run (the ratio is the figure: docs/attention.md), and every GPU kernel
+// description of the registry plus the Triton example's file on the same head
+// (their ratios to pytorch_sdpa_flash_sm90's single split are the cost of
+// describing a kernel as data). All use every core the host gives (the
+// emulator's slabs of 16 rows, the baseline's rows).
 #include <benchmark/benchmark.h>
 
 #include <bitexact/attention/flash_forward.hpp>
+#include <bitexact/attention/kernel_json.hpp>
+#include <bitexact/attention/kernels.hpp>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <cmath>
 #include <random>
 #include <thread>
@@ -48,6 +56,20 @@ void bm_emulator(benchmark::State& state, bool single_split) {
   state.counters["splits"] = kernel.splits;
 }
 
+// One description on the same head; a call of 4 heads, so that FA2's
+// heuristic takes its single-split kernel.
+void bm_description(benchmark::State& state, const kernel_description& description) {
+  const attention_shape shape{1, 1, rows, rows, head_dim, false};
+  const flash_kernel kernel = resolve(description, attention_shape{1, 4, rows, rows, head_dim, false});
+  std::vector<bfloat16> o(static_cast<std::size_t>(rows) * head_dim);
+  std::vector<float32> lse(rows);
+  ptx::mufu_tables::shared();
+  for (auto _ : state) {
+    flash_forward_head(kernel, shape, inputs().q, inputs().k, inputs().v, o, lse);
+    benchmark::DoNotOptimize(o.data());
+  }
+}
+
 // softmax(Q K^T / sqrt(d)) V in host floats, row by row, rows across threads.
 void bm_fp32_loop(benchmark::State& state) {
   const auto& h = inputs();
@@ -88,4 +110,20 @@ void bm_fp32_loop(benchmark::State& state) {
 BENCHMARK(bm_fp32_loop)->Name("fp32_attention_loop/n4096_d128")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(bm_emulator, split_kv, false)->Name("pytorch_sdpa_flash_sm90/n4096_d128/split_kv")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(bm_emulator, single_split, true)->Name("pytorch_sdpa_flash_sm90/n4096_d128/single_split")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_MAIN();
+
+int main(int argc, char** argv) {
+  std::vector<kernel_description> descriptions;
+  for (const preset& p : presets())
+    if (p.description != nullptr) descriptions.push_back(p.description());
+  std::ifstream file(BITEXACT_TRITON_EXAMPLE);
+  std::stringstream text;
+  text << file.rdbuf();
+  descriptions.push_back(kernel_from_json(text.str()));
+  for (const kernel_description& d : descriptions)
+    benchmark::RegisterBenchmark((d.name + "/n4096_d128/description").c_str(), bm_description, d)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+}

@@ -13,7 +13,7 @@
 # lines of stdout, "..." where lines are cut) and `exit N` (the expected exit
 # status, 0 unless given). The block is "$ " and the command, then the
 # output. Commands run in a scratch folder holding a copy of docs/ and links
-# to tests/ and data/, so paths read as from the repository root; a file a
+# to tests/, data/ and examples/, so paths read as from the repository root; a file a
 # command writes under docs/ (a figure) must equal the checked-in one.
 #
 # This file has two roles. Included from tests/CMakeLists.txt it registers a
@@ -60,7 +60,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
   file(REMOVE_RECURSE "${SCRATCH}")
   file(MAKE_DIRECTORY "${SCRATCH}")
   file(COPY "${SOURCE_DIR}/docs" DESTINATION "${SCRATCH}")
-  foreach(linked tests data)
+  foreach(linked tests data examples)
     file(CREATE_LINK "${SOURCE_DIR}/${linked}" "${SCRATCH}/${linked}" SYMBOLIC)
   endforeach()
 

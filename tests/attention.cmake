@@ -1,4 +1,4 @@
-# The kernel descriptions (JSON, the registry) and the Triton kernels' captures in tests/data/attention_triton.
+# The kernel descriptions (JSON, the registry) and the Triton kernels' captures in tests/data/attention_backends.
 # The flash-attention emulator against PyTorch's flash backend: the captured
 # heads and the kernel survey in tests/data/attention, one row's record and
 # one element's traced roundings; the paper_reference presets against bits

@@ -673,7 +673,7 @@ bitexact_cli_test(bias_statistics_error_argument RC 2 ARGS bias statistics extra
   ERROR_CONTAINS "unexpected argument 'extra'")
 
 # Kernels as descriptions: the registry's list and JSON, a description file, and the refusals.
-set(triton_head ${CMAKE_CURRENT_LIST_DIR}/data/attention_triton/d64_n512_causal_ties_positive_h3)
+set(triton_head ${CMAKE_CURRENT_LIST_DIR}/data/attention_backends/d64_n512_causal_ties_positive_h3)
 set(triton_example ${CMAKE_CURRENT_LIST_DIR}/../examples/triton/flash_forward.json)
 bitexact_cli_test(attention_list_kernels ARGS attention --list-kernels
   CONTAINS "pytorch_sdpa_flash_sm90 " "flex_attention_sm90 " "paper_reference_fp64 ")
@@ -704,3 +704,7 @@ bitexact_cli_test(attention_error_flex_short RC 2 ARGS attention ${n17}/q.npy ${
 bitexact_cli_test(attention_error_flex_explain RC 2 ARGS attention ${triton_head}/q.npy ${triton_head}/k.npy
   ${triton_head}/v.npy --preset flex_attention_sm90 --explain 1,1 ONE_LINE_ERROR
   ERROR_CONTAINS "--explain traces FA2's arithmetic")
+bitexact_cli_test(attention_efficient ARGS attention ${triton_head}/q.npy ${triton_head}/k.npy ${triton_head}/v.npy
+  --causal --preset pytorch_sdpa_efficient_sm90 --expect-o ${triton_head}/o_efficient.npy
+  CONTAINS "preset pytorch_sdpa_efficient_sm90: 1 split (no split-KV path), tiles 64 rows x 64 keys"
+  "O: 32768 elements compared, 0 mismatches")

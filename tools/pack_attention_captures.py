@@ -7,14 +7,15 @@ library only.
 
     python3 tools/pack_attention_captures.py CAPTURE_DIR OUT_DIR SCENARIO:HEAD [SCENARIO:HEAD ...]
     python3 tools/pack_attention_captures.py kernel HEADS_DIR OUT_DIR SCENARIO:HEAD [SCENARIO:HEAD ...]
-    python3 tools/pack_attention_captures.py triton CAPTURE_DIR OUT_DIR SCENARIO:HEAD [SCENARIO:HEAD ...]
+    python3 tools/pack_attention_captures.py backends CAPTURE_DIR OUT_DIR SCENARIO:HEAD [SCENARIO:HEAD ...]
 
 The first takes PyTorch's flash backend (cuda/capture/flash_attention.py
 capture DIR; q, k, v, o, lse), the second our own kernels
 (cuda/attention/check_flash_forward.py DIR; q, k, v and o, lse of the
-standard, the stabilized and the across-blocks kernel), the third the Triton
-kernels (cuda/capture/triton_attention.py DIR; q, k, v and o, lse of
-FlexAttention and of examples/triton/flash_forward.py).
+standard, the stabilized and the across-blocks kernel), the third the other
+backends (cuda/capture/triton_attention.py DIR; q, k, v and o, lse of
+FlexAttention, of examples/triton/flash_forward.py and of PyTorch's
+memory-efficient backend where it ran).
 """
 import json
 import os
@@ -52,7 +53,7 @@ def write_npy(path, descr, shape, data):
 
 
 def main():
-    mode = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] in ("kernel", "triton") else "pytorch"
+    mode = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] in ("kernel", "backends") else "pytorch"
     kernel = mode == "kernel"
     args = sys.argv[2:] if mode != "pytorch" else sys.argv[1:]
     if len(args) < 3:
@@ -74,16 +75,19 @@ def main():
             "# file FNV1A64 PATH",
         ]
         arrays = ("q", "k", "v", "o_standard", "lse_standard", "o_stabilized", "lse_stabilized", "o_across", "lse_across")
-    elif mode == "triton":
+    elif mode == "backends":
         lines = [
-            "# Triton kernels, one head per case: torch.compile(flex_attention) (default configuration, causal through a",
-            "# bottom-right block mask) and examples/triton/flash_forward.py on the same inputs",
-            "# (cuda/capture/triton_attention.py; tools/pack_attention_captures.py triton).",
+            "# Attention kernels other than PyTorch's flash backend, one head per case, on the same inputs:",
+            "# torch.compile(flex_attention) (default configuration, causal through a bottom-right block mask),",
+            "# examples/triton/flash_forward.py, and where captured PyTorch's memory-efficient backend",
+            "# (o_efficient, lse_efficient padded to a multiple of 32 rows) (cuda/capture/triton_attention.py;",
+            "# tools/pack_attention_captures.py backends).",
             "# " + gpu + f" Triton {v['triton']}.",
             "# case NAME BATCH HEADS QUERY_ROWS KEY_ROWS HEAD_DIM CAUSAL SCALE SPLITS HEAD (as in ../attention/MANIFEST; SPLITS 1)",
             "# file FNV1A64 PATH",
         ]
-        arrays = ("q", "k", "v", "o_flex", "lse_flex", "o_triton_example", "lse_triton_example")
+        arrays = ("q", "k", "v", "o_flex", "lse_flex", "o_triton_example", "lse_triton_example", "o_efficient",
+                  "lse_efficient")
     else:
         lines = [
             "# Flash-attention captures: PyTorch's SDPA flash backend, one head per case (tools/pack_attention_captures.py).",
@@ -98,7 +102,7 @@ def main():
         name, head = item.rsplit(":", 1)
         s = by_name[name]
         assert s["B"] == 1, "captures keep heads of batch 1"
-        kept = int(head) if mode == "triton" else s["keep" if kernel else "keep_heads"].index(int(head))
+        kept = int(head) if mode == "backends" else s["keep" if kernel else "keep_heads"].index(int(head))
         case = f"{name}_h{head}"
         os.makedirs(os.path.join(out, case), exist_ok=True)
         scale = "default" if s["scale"] is None else repr(s["scale"])
@@ -106,6 +110,8 @@ def main():
         lines.append(f"case {case} {s['B']} {s['H']} {s['N']} {s.get('NK', s['N'])} {s['d']} {int(s['causal'])} "
                      f"{scale} {splits} {head}")
         for array in arrays:
+            if mode == "backends" and not os.path.exists(os.path.join(capture, name, array + ".npy")):
+                continue  # a backend that refused the shape
             descr, shape, data = read_npy(os.path.join(capture, name, array + ".npy"))
             heads_axis = 0 if kernel else 1  # ours: [heads kept, N(, d)]; PyTorch's: [B, heads kept, N(, d)]
             per_head = len(data) // shape[heads_axis]

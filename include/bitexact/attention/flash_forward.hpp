@@ -366,6 +366,12 @@ class row_slab {
     if (kernel_.lse == lse_formula::flash2) {
       const bool degenerate = to_host(sum) == 0.0f || sum.is_nan();
       lse = degenerate ? sum_zero_lse : log_sum_exp(maxima_[static_cast<std::size_t>(r)].value(), sum);
+    } else if (kernel_.lse == lse_formula::max_over_log2e_plus_logf) {
+      // CUTLASS's epilogue: mi -inf taken as 0, s 0 as 1, mi / log2(e) an IEEE division.
+      const float32 m = exponent_max_[static_cast<std::size_t>(r)];
+      const float32 max = m == negative_infinity ? float32::zero() : m;
+      const float32 divisor = to_host(sum) == 0.0f ? from_host(1.0f) : sum;
+      lse = ptx::add_f32(div(max, kernel_.log2_e, ptx::gpu_environment()).result, ptx::logf_libdevice(divisor));
     } else {
       const float32 divisor = to_host(sum) == 0.0f ? from_host(1.0f) : sum;
       lse = ptx::add_f32(exponent_max_[static_cast<std::size_t>(r)], ptx::log2f_libdevice(divisor));
@@ -462,7 +468,8 @@ class row_slab {
     const float32 previous = exponent_max_[ur];
     const float32 m = fmnmx_max(previous, block_max);
     exponent_max_[ur] = m;
-    const float32 shift = m == negative_infinity ? float32::zero() : m;
+    const float32 shift =
+        kernel_.masked_max == masked_max_rule::zero_shift && m == negative_infinity ? float32::zero() : m;
     const float32 alpha = ex2(ptx::sub_f32(previous, shift));
     const bool rescale = kernel_.rescale == rescale_rule::every_block || m.bits != previous.bits;
     if (rescale && alpha.bits != 0x3F800000u) {  // times exactly 1 leaves every O as it is
@@ -485,6 +492,11 @@ class row_slab {
     if (sinks_ != nullptr && sinks_->softmax && row < shape.query_rows)
       sinks_->softmax(softmax_block_event{row, split_, block, block_max, m, alpha, 0, std::span<const float32>(s, bn),
                                           row_p, row_p_bf16_});
+    float32& sum = sums_[ur * 4];
+    if (kernel_.row_sum == row_sum_rule::warp_slices_then_add) {
+      add_warp_slices(sum, rescale ? std::optional<float32>(alpha) : std::nullopt);
+      return;
+    }
     // tl.sum: thread t adds its columns 8 nj + 2 t + {0, 1} in order from the
     // first, then the butterfly joins (t0 + t2) + (t1 + t3).
     std::array<float32, 4> partial{};
@@ -495,8 +507,24 @@ class row_slab {
           partial[t] = nj + jj == 0 ? x : ptx::add_f32(partial[t], x);
         }
     const float32 block_sum = ptx::add_f32(ptx::add_f32(partial[0], partial[2]), ptx::add_f32(partial[1], partial[3]));
-    float32& sum = sums_[ur * 4];
     sum = rescale ? ptx::fma_f32(sum, alpha, block_sum) : ptx::add_f32(sum, block_sum);
+  }
+
+  // row_sum_rule::warp_slices_then_add on the row's P in row_p_: l times
+  // alpha when given, then each 32-column slice's sum added in order; a slice
+  // is summed per thread from +0 over its columns 8j + 2t + {0, 1}, and the
+  // threads joined (t0 + t1) + (t2 + t3) (shuffles xor 1, then xor 2).
+  void add_warp_slices(float32& sum, std::optional<float32> alpha) const {
+    if (alpha) sum = ptx::mul_f32(sum, *alpha);
+    for (std::size_t slice = 0; slice < static_cast<std::size_t>(kernel_.block_n) / 32; ++slice) {
+      std::array<float32, 4> partial{};
+      for (std::size_t t = 0; t < 4; ++t) {
+        partial[t] = float32::zero();
+        for (std::size_t j = 0; j < 4; ++j)
+          for (std::size_t c = 0; c < 2; ++c) partial[t] = ptx::add_f32(partial[t], row_p_[slice * 32 + j * 8 + 2 * t + c]);
+      }
+      sum = ptx::add_f32(sum, ptx::add_f32(ptx::add_f32(partial[0], partial[1]), ptx::add_f32(partial[2], partial[3])));
+    }
   }
 
   // p: the block's P in bf16 as block_n / 16 A tiles (16 rows by 16 keys).

@@ -56,6 +56,11 @@ enum class row_sum_rule {
   // order from its first element, joined by butterfly shuffles xor 2 then
   // xor 1, then l = FFMA(l, alpha, block_sum) (LLVM contracts l * alpha + s).
   block_sum_then_fma,
+  // CUTLASS's memory-efficient kernel (iterative_softmax): each warp's 32
+  // columns of the block summed per thread from +0 over its columns
+  // 8j + 2t + {0,1}, joined as (t0 + t1) + (t2 + t3); l times alpha (one FMUL,
+  // only when the max grew), then each warp's sum added in column order.
+  warp_slices_then_add,
 };
 
 // When O and the row sums are multiplied by alpha.
@@ -68,6 +73,7 @@ enum class rescale_rule {
 enum class masked_max_rule {
   flash2,      // FA2's masking steps and Check_inf (mask.h, softmax.h): scaled max 0 while m = -inf
   zero_shift,  // Triton: every block masked, and the max subtracted is 0 while m = -inf
+  unshifted,   // every block masked, and the max subtracted as it is, -inf too (CUTLASS's kernel)
 };
 
 // How O is divided by l at the end.
@@ -80,6 +86,9 @@ enum class normalization {
 enum class lse_formula {
   flash2,          // FFMA(m, scale, RN(lg2.approx(l) * ln 2)), natural-log units; +inf for l 0 or NaN
   max_plus_log2f,  // RN(m + __nv_log2f(l)) in the exponent's units (base 2), l 0 taken as 1
+  // RN(RN(m / log2_e) + __nv_logf(l)), natural-log units, m -inf taken as 0 and
+  // l 0 as 1 (CUTLASS's memory-efficient kernel)
+  max_over_log2e_plus_logf,
 };
 
 // The split-KV path.
@@ -133,12 +142,17 @@ inline void check_arithmetic(const flash_kernel& kernel) {
   const bool exponent_max = kernel.max_in == max_units::exponent;
   if (kernel.placement == scale_placement::scores && !exponent_max)
     refuse("max_units must be exponent when scale_placement is scores (the max is taken of the scaled scores)");
-  if (exponent_max != (kernel.masked_max == masked_max_rule::zero_shift))
-    refuse("masked_max zero_shift goes with max_units exponent, flash2 with max_units scores");
-  if (exponent_max != (kernel.row_sum == row_sum_rule::block_sum_then_fma))
-    refuse("row_sum block_sum_then_fma goes with max_units exponent, thread_partials_across_blocks with scores");
-  if (exponent_max != (kernel.lse == lse_formula::max_plus_log2f))
-    refuse("lse max_plus_log2f goes with max_units exponent, flash2 with max_units scores");
+  if (exponent_max != (kernel.masked_max != masked_max_rule::flash2))
+    refuse("masked_max zero_shift or unshifted goes with max_units exponent, flash2 with max_units scores");
+  if (exponent_max != (kernel.row_sum != row_sum_rule::thread_partials_across_blocks))
+    refuse("row_sum block_sum_then_fma or warp_slices_then_add goes with max_units exponent, "
+           "thread_partials_across_blocks with scores");
+  if (exponent_max != (kernel.lse != lse_formula::flash2))
+    refuse("lse_formula max_plus_log2f or max_over_log2e_plus_logf goes with max_units exponent, flash2 with scores");
+  if (kernel.lse == lse_formula::max_over_log2e_plus_logf && !kernel.lse_natural_units)
+    refuse("lse_formula max_over_log2e_plus_logf is in natural units");
+  if (kernel.row_sum == row_sum_rule::warp_slices_then_add && kernel.block_n % 32 != 0)
+    refuse("row_sum warp_slices_then_add needs block_n a multiple of 32");
   if (kernel.masked_max == masked_max_rule::flash2 && kernel.order != block_order::last_to_first)
     refuse("masked_max flash2 (FA2's masking steps) needs block_order last_to_first");
   if (!exponent_max && kernel.rescale != rescale_rule::every_block)

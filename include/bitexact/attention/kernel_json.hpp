@@ -38,20 +38,24 @@ inline const table<max_units> units{{"scores", max_units::scores}, {"exponent", 
 inline const table<exponential_unit> exponentials{{"ex2.approx.f32", exponential_unit::ex2_approx_f32},
                                                   {"ex2.approx.ftz.f32", exponential_unit::ex2_approx_ftz_f32}};
 inline const table<row_sum_rule> row_sums{{"thread_partials_across_blocks", row_sum_rule::thread_partials_across_blocks},
-                                          {"block_sum_then_fma", row_sum_rule::block_sum_then_fma}};
+                                          {"block_sum_then_fma", row_sum_rule::block_sum_then_fma},
+                                          {"warp_slices_then_add", row_sum_rule::warp_slices_then_add}};
 inline const table<rescale_rule> rescales{{"every_block", rescale_rule::every_block},
                                           {"when_max_changes", rescale_rule::when_max_changes}};
 inline const table<masked_max_rule> masked_maxima{{"flash2", masked_max_rule::flash2},
-                                                  {"zero_shift", masked_max_rule::zero_shift}};
+                                                  {"zero_shift", masked_max_rule::zero_shift},
+                                                  {"unshifted", masked_max_rule::unshifted}};
 inline const table<normalization> normalizations{{"reciprocal_then_multiply", normalization::reciprocal_then_multiply},
                                                  {"div.full.f32", normalization::div_full_f32}};
 inline const table<lse_formula> lse_formulas{{"flash2", lse_formula::flash2},
-                                             {"max_plus_log2f", lse_formula::max_plus_log2f}};
+                                             {"max_plus_log2f", lse_formula::max_plus_log2f},
+                                             {"max_over_log2e_plus_logf", lse_formula::max_over_log2e_plus_logf}};
 inline const table<bool> lse_units{{"natural", true}, {"log2", false}};
 inline const table<split_policy> split_policies{{"none", split_policy::none},
                                                 {"flash2_heuristic", split_policy::flash2_heuristic}};
 // The tensor-core units by name (hardware/mma.hpp).
-inline const table<const fused_sum_unit*> tensor_cores{{"sm90", &sm90_tensor_core}, {"sm80", &sm80_tensor_core}};
+inline const table<const fused_sum_unit*> tensor_cores{
+    {"sm90", &sm90_tensor_core}, {"sm90_k8", &sm90_tensor_core_k8}, {"sm80", &sm80_tensor_core}};
 // P V takes P rounded by this one conversion; a field so that a description says it.
 inline const table<bool> p_roundings{{"cvt.rn.bf16.f32", true}};
 
@@ -215,6 +219,8 @@ inline kernel_description kernel_from_json(std::string_view text) {
   fields.finish();
   if (!a.lse_natural_units && a.lse == lse_formula::flash2)
     detail::description_error("lse_units", "lse_formula flash2 is in natural units");
+  if (a.placement != scale_placement::scores && a.lse == lse_formula::max_over_log2e_plus_logf)
+    detail::description_error("lse_formula", "max_over_log2e_plus_logf divides by log2_e: scale_placement scores");
   // Every tile against the arithmetic, as resolve() would give it.
   for (const auto* table : {&d.tiles, &d.split_tiles})
     for (const auto& [dim, tile] : *table) {
@@ -249,7 +255,8 @@ inline nlohmann::ordered_json kernel_to_json(const kernel_description& d) {
   if (d.min_query_rows != 1) j["min_query_rows"] = d.min_query_rows;
   std::string_view unit = "?";
   for (const auto& [name, u] : names::tensor_cores)
-    if (u->products_per_step == a.tensor_core.products_per_step && u->kept_fraction_bits == a.tensor_core.kept_fraction_bits)
+    if (u->products_per_step == a.tensor_core.products_per_step && u->kept_fraction_bits == a.tensor_core.kept_fraction_bits &&
+        u->zero_term_exponent == a.tensor_core.zero_term_exponent)
       unit = name;
   j["tensor_core"] = unit;
   j["block_order"] = names::name_of(names::block_orders, a.order);

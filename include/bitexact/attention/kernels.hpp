@@ -83,6 +83,36 @@ inline kernel_description flex_attention_sm90_description() {
   return d;
 }
 
+// PyTorch 2.11's scaled_dot_product_attention memory-efficient backend on
+// sm_90: the sm80 CUTLASS kernels (mem_eff_attention/kernel_forward.h, read
+// with the SASS of torch 2.11's libtorch_cuda.so): 64 x 64 (d 64) and 64 x 128
+// (d 128) tiles, mma.sync m16n8k8 for Q K^T and P V; S * scale, then *
+// log2(e) (0x3FB8AA3B) as two FMULs; the max in those units (exact,
+// shared-memory atomics); P = exp2f(t - m) (nvcc's non-FTZ wrapper); alpha only
+// when the max grew, l times alpha then each warp's 32 columns added; O *
+// RN(1 / l); L = RN(RN(m / log2 e) + logf(l)). Its causal mask is top-left
+// aligned, the same as ours only when N_q = N_k (the command refuses others).
+inline kernel_description pytorch_sdpa_efficient_sm90_description() {
+  kernel_description d;
+  d.name = "pytorch_sdpa_efficient_sm90";
+  d.summary = "torch 2.11's memory-efficient kernels (CUTLASS sm80, mma.sync m16n8k8) on sm_90";
+  d.tiles = {{64, {64, 64}}, {128, {64, 128}}};
+  flash_kernel& a = d.arithmetic;
+  a.tensor_core = sm90_tensor_core_k8;
+  a.order = block_order::first_to_last;
+  a.placement = scale_placement::scores;
+  a.log2_e = float32::from_bits(0x3FB8AA3Bu);
+  a.max_in = max_units::exponent;
+  a.exponential = exponential_unit::ex2_approx_f32;
+  a.row_sum = row_sum_rule::warp_slices_then_add;
+  a.rescale = rescale_rule::when_max_changes;
+  a.masked_max = masked_max_rule::unshifted;
+  a.normalize = normalization::reciprocal_then_multiply;
+  a.lse = lse_formula::max_over_log2e_plus_logf;
+  a.lse_natural_units = true;
+  return d;
+}
+
 // What a preset name stands for.
 enum class preset_kind {
   gpu_kernel,                  // a kernel_description, run by flash_forward
@@ -107,6 +137,7 @@ inline std::span<const preset> presets() {
       {"pytorch_sdpa_flash_sm90_stabilized_across_blocks", preset_kind::gpu_kernel, "",
        pytorch_sdpa_flash_sm90_stabilized_across_blocks_description},
       {"flex_attention_sm90", preset_kind::gpu_kernel, "", flex_attention_sm90_description},
+      {"pytorch_sdpa_efficient_sm90", preset_kind::gpu_kernel, "", pytorch_sdpa_efficient_sm90_description},
       {"paper_reference", preset_kind::paper_reference,
        "the paper's own flash attention in PyTorch (attention.py, 512 x 512 tiles, under bf16 autocast as its "
        "train.py runs it; not a GPU kernel's bits)"},

@@ -63,6 +63,11 @@ inline constexpr fused_sum_unit sm90_tensor_core{16, 25, -133, rounding_mode::to
 // assumed to be Hopper's.
 inline constexpr fused_sum_unit sm80_tensor_core{8, 24, -132, rounding_mode::toward_zero,
                                                  rounding_mode::nearest_even};
+// Hopper running mma.sync m16n8k8 (HMMA.1688, which sm80 CUTLASS kernels issue
+// on sm_90): Hopper's adder fusing 8 products a step. Not probed alone: the
+// memory-efficient attention captures (docs/attention.md) are its evidence.
+inline constexpr fused_sum_unit sm90_tensor_core_k8{8, 25, -133, rounding_mode::toward_zero,
+                                                    rounding_mode::nearest_even};
 
 namespace detail {
 

@@ -16,6 +16,7 @@ docs/python.md has the tour and the mapping to the C++ API.
 import enum
 import functools
 import json
+import os
 
 import numpy as np
 
@@ -26,7 +27,8 @@ __all__ = [
     "from_float32", "to_float32", "from_torch", "to_torch", "cuda_env",
     "add", "sub", "mul", "div", "fma", "sqrt", "convert", "equal", "less", "less_equal",
     "trace", "mma", "mma_trace", "wgmma", "ex2_approx", "rcp_approx", "lg2_approx", "cvt",
-    "attention", "attention_row", "ATTENTION_PRESETS", "repeated_max", "repeated_max_torch", "p_bar_one_range",
+    "attention", "attention_row", "ATTENTION_PRESETS", "list_kernels", "kernel_description",
+    "repeated_max", "repeated_max_torch", "p_bar_one_range",
 ]
 
 
@@ -511,9 +513,35 @@ def cvt(instruction, x, lo=None):
 
 # ---------------------------------------------------------------- attention
 
-ATTENTION_PRESETS = ("pytorch_sdpa_flash_sm90", "pytorch_sdpa_flash_sm90_stabilized",
-                     "pytorch_sdpa_flash_sm90_stabilized_across_blocks", "paper_reference",
-                     "paper_reference_stabilized", "paper_reference_fp64")
+# The registry's presets (attention/kernels.hpp), in its order; the first is the default.
+_PRESETS = tuple(_bitexact._attention_presets())
+ATTENTION_PRESETS = tuple(name for name, _summary in _PRESETS)
+
+
+def list_kernels():
+    """Every preset as (name, one-line summary), in the registry's order (`bitexact attention --list-kernels`):
+    the GPU kernels, then the paper's PyTorch arithmetic. The first is the default of attention()."""
+    return list(_PRESETS)
+
+
+def kernel_description(name):
+    """A GPU kernel preset's description as a dict: the JSON object that attention(kernel=...) takes
+    (`bitexact attention --print-kernel NAME`; docs/attention.md lists the fields). Change a field and pass
+    the dict as kernel= to compute with another kernel, e.g.
+    ``d = kernel_description("pytorch_sdpa_flash_sm90"); d["exponent"] = "fma"``."""
+    return json.loads(_bitexact._kernel_description(name))
+
+
+def _kernel_text(kernel):
+    """The JSON text of kernel=: a dict, or the path of a .json file (str or os.PathLike); None stays None."""
+    if kernel is None:
+        return None
+    if isinstance(kernel, dict):
+        return json.dumps(kernel)
+    if not isinstance(kernel, (str, os.PathLike)):
+        raise TypeError(f"kernel= is a description as a dict or the path of a .json file, not {type(kernel).__name__}")
+    with open(kernel, encoding="utf-8") as file:
+        return file.read()
 
 
 def _attention_operands(q, k, v):
@@ -526,20 +554,28 @@ def _attention_operands(q, k, v):
     return q, k, v
 
 
-def attention(q, k, v, *, preset="pytorch_sdpa_flash_sm90", causal=False, scale=None, splits=None, sm_count=132,
-              batch_heads=None, beta=2.0, eps=1e-3, autocast=True):
-    """The flash-attention forward pass as a preset computes it; (o, lse).
+def attention(q, k, v, *, preset=None, kernel=None, causal=False, scale=None, splits=None, sm_count=132,
+              batch_heads=None, beta=None, eps=None, autocast=True):
+    """The flash-attention forward pass as a preset or a kernel description computes it; (o, lse).
 
     q [B, H, N, d], k and v [B, H, N_k, d] (or one head, [N, d]) of bf16 bits. o has q's
     shape (bf16 bits), lse [B, H, N] (fp32 bits; .view(np.float32) for the numbers); for
-    paper_reference_fp64 both are float64. scale: the softmax scale (default PyTorch's
-    1/sqrt(d), or d ** -0.5 for the paper presets). GPU kernel presets only: splits (the
-    split-KV count instead of PyTorch's heuristic), sm_count, batch_heads=(B, H) of the call
-    the heads came from (the heuristic counts the whole call). beta, eps: the stabilized
-    presets' rule; autocast: the paper presets under torch.autocast (True) or not.
+    paper_reference_fp64 both are float64.
+
+    preset: a name of ATTENTION_PRESETS (list_kernels() has their summaries); default the
+    first, pytorch_sdpa_flash_sm90. kernel: instead of a preset, a GPU kernel's description,
+    a dict (kernel_description(name) gives a preset's) or the path of a .json file such as
+    examples/triton/flash_forward.json. A description that is not understood raises
+    ValueError naming the field; giving both preset and kernel raises ValueError.
+
+    scale: the softmax scale (default PyTorch's 1/sqrt(d), or d ** -0.5 for the paper
+    presets). GPU kernels only: splits (the split-KV count instead of PyTorch's heuristic;
+    kernels with FA2's split-KV path), sm_count, batch_heads=(B, H) of the call the heads
+    came from (the heuristic counts the whole call). beta, eps: the stabilized rule's
+    (default the kernel's own: 2 and 1e-3 for the stabilized presets; ignored by kernels
+    without the rule); autocast: the paper presets under torch.autocast (True) or not.
     """
-    if preset not in ATTENTION_PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; the presets are {', '.join(ATTENTION_PRESETS)}")
+    kernel = _kernel_text(kernel)
     q, k, v = _attention_operands(q, k, v)
     n, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
     if causal and n != n_k:
@@ -548,42 +584,43 @@ def attention(q, k, v, *, preset="pytorch_sdpa_flash_sm90", causal=False, scale=
     batch, heads = q.shape[:2] if q.ndim == 4 else (1, 1)
     flat = [np.ascontiguousarray(x).reshape(-1) for x in (q, k, v)]
     o, lse = _bitexact._attention(*flat, batch, heads, n, n_k, d, causal, scale, splits, sm_count,
-                                  None if batch_heads is None else tuple(batch_heads), preset, beta, eps, autocast)
+                                  None if batch_heads is None else tuple(batch_heads), preset, kernel, beta, eps,
+                                  autocast)
     return o.reshape(q.shape), lse.reshape(q.shape[:-1])
 
 
-def attention_row(q, k, v, row, *, col=None, style="text", preset="pytorch_sdpa_flash_sm90", causal=False,
-                  scale=None, splits=None, sm_count=132, batch_heads=None, beta=2.0, eps=1e-3):
-    """One query row of one head ([N, d] operands) through a GPU kernel preset: a dict of the
-    row's intermediates, every K/V block in the order it ran (scores, P, bf16(P), the four row
-    sums, unnormalised O; bits), each split's end, and the row's o and lse. With col=, also
-    "steps": every rounding of O[row][col] as traces rendered in style (text, markdown, latex, json)."""
-    if preset not in ATTENTION_PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; the presets are {', '.join(ATTENTION_PRESETS)}")
+def attention_row(q, k, v, row, *, col=None, style="text", preset=None, kernel=None, causal=False, scale=None,
+                  splits=None, sm_count=132, batch_heads=None, beta=None, eps=None):
+    """One query row of one head ([N, d] operands) through a GPU kernel (a preset or kernel=, as
+    attention() takes them): a dict of the row's intermediates, every K/V block in the order it ran
+    (scores, P, bf16(P), the row sums, unnormalised O; bits), each split's end, and the row's o and lse.
+
+    With FA2's arithmetic the sums are the quad's four partial sums and a split's "inverse" is RN(1 / l);
+    a kernel that keeps the max in the exponent's units (max_units "exponent": Triton's, FlexAttention's)
+    records its maxima in those units and its row sum in the first of the four, and one that divides
+    (normalization "div.full.f32") the divisor l as "inverse". With col=, also "steps": every
+    rounding of O[row][col] as traces rendered in style (text, markdown, latex, json); the trace follows
+    FA2's arithmetic, and other kernels raise ValueError."""
+    kernel = _kernel_text(kernel)
     q, k, v = _attention_operands(q, k, v)
     if q.ndim != 2:
         raise ValueError(f"attention_row takes one head: q [N, d], k and v [N_k, d]; got q {q.shape}")
     flat = [np.ascontiguousarray(x).reshape(-1) for x in (q, k, v)]
     return _bitexact._attention_row(*flat, q.shape[0], k.shape[0], q.shape[1], row, -1 if col is None else col,
                                     causal, scale, splits, sm_count,
-                                    None if batch_heads is None else tuple(batch_heads), preset, beta, eps, style)
+                                    None if batch_heads is None else tuple(batch_heads), preset, kernel, beta, eps,
+                                    style)
 
 
 # ---------------------------------------------------------------- the leading indicator
 
-_KERNEL_PRESETS = ATTENTION_PRESETS[:3]
 _INDICATOR_COUNTS = ("rows", "rows_with_max_repeated", "rows_with_p_bar_one_twice",
                      "rows_with_p_bar_one_twice_at_final_max", "most_p_bar_ones_in_a_row")
 _INDICATOR_ROWS = ("row_max_repeated", "row_p_bar_ones", "row_p_bar_ones_at_final_max")
 
 
-def _indicator_preset(preset):
-    if preset not in _KERNEL_PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; the indicator counts the GPU kernel's P: {', '.join(_KERNEL_PRESETS)}")
-
-
-def repeated_max(s=None, head_dim=None, *, q=None, k=None, preset="pytorch_sdpa_flash_sm90", causal=False, scale=None,
-                 splits=None, sm_count=132, batch_heads=None, beta=2.0, eps=None, per_row=False):
+def repeated_max(s=None, head_dim=None, *, q=None, k=None, preset=None, kernel=None, causal=False, scale=None,
+                 splits=None, sm_count=132, batch_heads=None, beta=None, eps=None, per_row=False):
     """The leading indicator of docs/bias.md per head: a dict of the rows, the rows whose max repeats (two
     keys within eps of it by the stabilized rule's test), the rows where the kernel's bf16 P is exactly 1 at
     two or more keys of one split (and of those, at its final running max), and the most such keys in a row.
@@ -592,9 +629,12 @@ def repeated_max(s=None, head_dim=None, *, q=None, k=None, preset="pytorch_sdpa_
     with head_dim (it picks the kernel's tiles and default scale); or q and k (bf16 bits, [B, H, N, d] or
     [N, d]), S then computed with the kernel's tensor-core model (slow). Counts are [B, H] int64 arrays (ints
     for one head). eps: the tie test's (default: the rule's, 1e-3). per_row: also row_max_repeated,
-    row_p_bar_ones and row_p_bar_ones_at_final_max, [B, H, N] (or [N]). The other arguments as attention()'s.
+    row_p_bar_ones and row_p_bar_ones_at_final_max, [B, H, N] (or [N]). The other arguments as attention()'s;
+    the kernel (preset or kernel=) must compute with FA2's arithmetic, whose P the indicator replays (the
+    pytorch_sdpa_flash_sm90 presets; others raise ValueError). beta: the stabilized rule's (its epsilon stays
+    the kernel's).
     """
-    _indicator_preset(preset)
+    kernel = _kernel_text(kernel)
     if (s is None) == (q is None and k is None) or (q is None) != (k is None):
         raise ValueError("repeated_max: give the scores s (with head_dim), or q and k")
     if s is not None:
@@ -616,7 +656,7 @@ def repeated_max(s=None, head_dim=None, *, q=None, k=None, preset="pytorch_sdpa_
         operands = (None, np.ascontiguousarray(q).reshape(-1), np.ascontiguousarray(k).reshape(-1))
     batch, heads = lead if lead else (1, 1)
     out = _bitexact._repeated_max(*operands, batch, heads, n, n_k, d, causal, scale, splits, sm_count,
-                                  None if batch_heads is None else tuple(batch_heads), preset, beta, eps)
+                                  None if batch_heads is None else tuple(batch_heads), preset, kernel, beta, eps)
     result = {name: (int(out[name][0]) if not lead else out[name].reshape(lead)) for name in _INDICATOR_COUNTS}
     if per_row:
         result.update({name: out[name].reshape(tuple(lead) + (n,)) for name in _INDICATOR_ROWS})

@@ -13,7 +13,7 @@ them). The kernel's parameters and the interval come from the C++ side once per 
 import math
 import struct
 
-from . import _bitexact, _indicator_preset
+from . import _bitexact, _kernel_text
 
 COUNTS = ("rows", "rows_with_max_repeated", "rows_with_p_bar_one_twice", "rows_with_p_bar_one_twice_at_final_max",
           "most_p_bar_ones_in_a_row")
@@ -24,36 +24,37 @@ def _float32(bits):
     return struct.unpack("<f", struct.pack("<I", bits))[0]
 
 
-def repeated_max_torch(s, head_dim, *, preset="pytorch_sdpa_flash_sm90", causal=False, scale=None, splits=None,
-                       sm_count=132, batch_heads=None, beta=2.0, eps=None, heads_per_chunk=None, per_row=False):
+def repeated_max_torch(s, head_dim, *, preset=None, kernel=None, causal=False, scale=None, splits=None,
+                       sm_count=132, batch_heads=None, beta=None, eps=None, heads_per_chunk=None, per_row=False):
     """bitexact.repeated_max's counts for a float32 tensor s [B, H, N, N_k] or [N, N_k] (the raw scores
     Q K^T), as int64 tensors [B, H] (0-dim for one head) on s's device. heads_per_chunk bounds the memory:
-    about six float32 copies of that many heads' scores live at once. The across-blocks preset is not
-    vectorised here (its rule follows the two largest scores key by key); use bitexact.repeated_max."""
+    about six float32 copies of that many heads' scores live at once. The kernel (preset or kernel=) as
+    bitexact.repeated_max takes it; the across-blocks rule is not vectorised here (it follows the two
+    largest scores key by key): use bitexact.repeated_max for it."""
     import torch
 
-    _indicator_preset(preset)
-    if preset.endswith("across_blocks"):
-        raise NotImplementedError("repeated_max_torch: the across-blocks rule is not vectorised; use bitexact.repeated_max")
     if s.dtype != torch.float32 or s.dim() not in (2, 4):
         raise ValueError(f"repeated_max_torch: expected float32 scores [B, H, N, N_k] or [N, N_k], got {s.dtype} {tuple(s.shape)}")
     lead = tuple(s.shape[:-2])
     batch, heads = lead if lead else (1, 1)
     n, n_k = s.shape[-2:]
-    kernel = _bitexact._flash_kernel_parameters(preset, batch, heads, n, n_k, head_dim, causal, scale, splits,
-                                                sm_count, None if batch_heads is None else tuple(batch_heads), beta)
-    if not kernel["unfused_scale"]:
+    resolved = _bitexact._flash_kernel_parameters(preset, _kernel_text(kernel), batch, heads, n, n_k, head_dim,
+                                                  causal, scale, splits, sm_count,
+                                                  None if batch_heads is None else tuple(batch_heads), beta)
+    if resolved.get("across_blocks"):
+        raise NotImplementedError("repeated_max_torch: the across-blocks rule is not vectorised; use bitexact.repeated_max")
+    if not resolved["unfused_scale"]:
         raise NotImplementedError("repeated_max_torch: only the kernel's unfused scale (UNFUSE_FMA) is vectorised")
     device = s.device
     constant = lambda bits: torch.tensor(_float32(bits), dtype=torch.float32, device=device)  # noqa: E731
     lowest, highest = (constant(bits) for bits in _bitexact._p_bar_one_range())
-    epsilon_bits = kernel["epsilon"] if "epsilon" in kernel else struct.unpack("<I", struct.pack("<f", 1e-3))[0]
+    epsilon_bits = resolved["epsilon"] if "epsilon" in resolved else struct.unpack("<I", struct.pack("<f", 1e-3))[0]
     if eps is not None:
         epsilon_bits = struct.unpack("<I", struct.pack("<f", eps))[0]
     parameters = {
-        "scale": constant(kernel["scale"]), "scale_log2": constant(kernel["scale_log2"]),
-        "epsilon": constant(epsilon_bits), "beta": constant(kernel["beta"]) if "beta" in kernel else None,
-        "lowest": lowest, "highest": highest, "block_n": kernel["block_n"], "splits": kernel["splits"],
+        "scale": constant(resolved["scale"]), "scale_log2": constant(resolved["scale_log2"]),
+        "epsilon": constant(epsilon_bits), "beta": constant(resolved["beta"]) if "beta" in resolved else None,
+        "lowest": lowest, "highest": highest, "block_n": resolved["block_n"], "splits": resolved["splits"],
     }
     flat = s.reshape(-1, n, n_k)
     chunk = heads_per_chunk or flat.shape[0]

@@ -1,4 +1,5 @@
-// The flash-attention emulator and its presets over arrays, one query row's
+// The flash-attention emulator over arrays, with a preset of the registry
+// (attention/kernels.hpp) or a kernel description in JSON; one query row's
 // intermediates, and one output element's every rounding as traces.
 #include <algorithm>
 #include <cstdint>
@@ -9,6 +10,8 @@
 
 #include <bitexact/attention/explain.hpp>
 #include <bitexact/attention/flash_forward.hpp>
+#include <bitexact/attention/kernel_json.hpp>
+#include <bitexact/attention/kernels.hpp>
 #include <bitexact/attention/paper_reference.hpp>
 #include <bitexact/attention/repeated_max.hpp>
 #include <bitexact/trace/render.hpp>
@@ -21,76 +24,81 @@ namespace {
 using attention::attention_shape;
 using attention::flash_kernel;
 
-// The presets, as the `bitexact attention` command names them.
-enum class preset { flash, flash_stabilized, flash_stabilized_across, paper, paper_stabilized, paper_fp64 };
+// What a call computes with: a preset of the registry (attention/kernels.hpp)
+// by name, the first when none is named, or a GPU kernel's description given
+// as JSON (kernel=).
+struct model_choice {
+  const attention::preset* named = nullptr;  // null for a description
+  std::optional<attention::kernel_description> described;
 
-preset preset_named(std::string_view name) {
-  if (name == "pytorch_sdpa_flash_sm90") return preset::flash;
-  if (name == "pytorch_sdpa_flash_sm90_stabilized") return preset::flash_stabilized;
-  if (name == "pytorch_sdpa_flash_sm90_stabilized_across_blocks") return preset::flash_stabilized_across;
-  if (name == "paper_reference") return preset::paper;
-  if (name == "paper_reference_stabilized") return preset::paper_stabilized;
-  if (name == "paper_reference_fp64") return preset::paper_fp64;
-  throw std::invalid_argument("unknown preset " + quoted_input(name) +
-                              "; the presets are: pytorch_sdpa_flash_sm90, pytorch_sdpa_flash_sm90_stabilized, "
-                              "pytorch_sdpa_flash_sm90_stabilized_across_blocks, paper_reference, "
-                              "paper_reference_stabilized, paper_reference_fp64");
+  std::string name() const { return described ? described->name : std::string(named->name); }
+  bool gpu_kernel() const { return described || named->kind == attention::preset_kind::gpu_kernel; }
+  bool is(attention::preset_kind kind) const { return !described && named->kind == kind; }
+  attention::kernel_description description() const { return described ? *described : named->description(); }
+};
+
+model_choice model_of(std::optional<std::string_view> preset_name, const std::optional<std::string>& kernel_json) {
+  if (preset_name && kernel_json)
+    throw std::invalid_argument("preset and kernel both name what computes; give one");
+  if (kernel_json) return {nullptr, attention::kernel_from_json(*kernel_json)};
+  return {preset_name ? &attention::find_preset(*preset_name) : &attention::presets().front(), std::nullopt};
 }
 
-bool models_the_gpu_kernel(preset p) {
-  return p == preset::flash || p == preset::flash_stabilized || p == preset::flash_stabilized_across;
+// The presets whose arithmetic is FA2's, comma-separated: those the models
+// built on its structure (the traces, the leading indicator) take.
+std::string flash2_preset_names() {
+  std::string names;
+  for (const attention::preset& p : attention::presets())
+    if (p.kind == attention::preset_kind::gpu_kernel && attention::has_flash2_arithmetic(p.description().arithmetic))
+      names += (names.empty() ? "" : ", ") + std::string(p.name);
+  return names;
 }
 
 // Everything a call chooses besides its tensors (the keyword arguments of bitexact.attention).
 struct attention_options {
-  preset which = preset::flash;
+  model_choice model;
   attention_shape shape;         // the tensors' own: batch, heads, rows, keys, head dim, causal
   attention_shape call_shape;    // the call the split heuristic saw (batch_heads), else shape
   std::optional<double> scale;
   std::optional<int> splits;
   int sm_count = 132;
-  attention::stabilized_max rule;
+  std::optional<double> beta, epsilon;  // the stabilized rule's, else the model's own
   bool autocast = true;
 };
 
-// The tiles pytorch_sdpa_flash_sm90 uses for a split count: the split kernel's when it splits
-// (as the command's --splits sets them).
-void set_split_count(flash_kernel& kernel, int head_dim, int splits) {
-  kernel.splits = splits;
-  kernel.block_m = splits > 1 ? 64 : 128;
-  kernel.block_n = splits > 1 ? (head_dim == 64 ? 256 : 128) : (head_dim == 64 ? 128 : 64);
+// A stabilized rule with the call's beta and epsilon where it gave them.
+void apply_rule_options(attention::stabilized_max& rule, const attention_options& options) {
+  if (options.beta) rule.beta = from_double<fp32>(*options.beta).result;
+  if (options.epsilon) rule.epsilon = from_double<fp32>(*options.epsilon).result;
 }
 
+// A GPU kernel's description resolved for the call: its tiles and split count
+// for the call's shape, its scale, the call's rule.
 flash_kernel kernel_of(const attention_options& options) {
-  const std::optional<float32> scale =
-      options.scale ? std::optional<float32>(from_double<fp32>(*options.scale).result) : std::nullopt;
-  flash_kernel kernel = attention::pytorch_sdpa_flash_sm90(options.call_shape, scale, options.sm_count);
-  if (options.which == preset::flash_stabilized) kernel.stabilize = options.rule;
-  if (options.which == preset::flash_stabilized_across) {
-    kernel.stabilize = options.rule;
-    kernel.stabilize->across_blocks = true;
-  }
-  if (options.splits) {
-    if (*options.splits < 1 || *options.splits > 128)
-      throw std::invalid_argument("splits must be from 1 to 128, not " + std::to_string(*options.splits));
-    set_split_count(kernel, options.shape.head_dim, *options.splits);
-  }
-  return kernel;
+  attention::kernel_description description = options.model.description();
+  if (description.arithmetic.stabilize) apply_rule_options(*description.arithmetic.stabilize, options);
+  if (options.splits && (*options.splits < 1 || *options.splits > 128))
+    throw std::invalid_argument("splits must be from 1 to 128, not " + std::to_string(*options.splits));
+  return attention::resolve(description, options.call_shape, {options.scale, options.sm_count, options.splits});
 }
 
 attention::paper_flash paper_of(const attention_options& options) {
   attention::paper_flash paper = attention::paper_reference(options.shape, options.scale);
   paper.autocast = options.autocast;
-  if (options.which == preset::paper_stabilized) paper.stabilize = options.rule;
+  if (options.model.is(attention::preset_kind::paper_reference_stabilized)) {
+    paper.stabilize = attention::stabilized_max{};
+    apply_rule_options(*paper.stabilize, options);
+  }
   return paper;
 }
 
-attention_options options_of(std::string_view preset_name, int batch, int heads, int query_rows, int key_rows,
-                             int head_dim, bool causal, std::optional<double> scale, std::optional<int> splits,
-                             int sm_count, std::optional<std::pair<int, int>> batch_heads, double beta,
-                             double epsilon, bool autocast) {
+attention_options options_of(std::optional<std::string_view> preset_name, const std::optional<std::string>& kernel_json,
+                             int batch, int heads, int query_rows, int key_rows, int head_dim, bool causal,
+                             std::optional<double> scale, std::optional<int> splits, int sm_count,
+                             std::optional<std::pair<int, int>> batch_heads, std::optional<double> beta,
+                             std::optional<double> epsilon, bool autocast) {
   attention_options o;
-  o.which = preset_named(preset_name);
+  o.model = model_of(preset_name, kernel_json);
   o.shape = {1, 1, query_rows, key_rows, head_dim, causal};
   o.call_shape = {batch, heads, query_rows, key_rows, head_dim, causal};
   if (batch_heads) {
@@ -103,22 +111,24 @@ attention_options options_of(std::string_view preset_name, int batch, int heads,
   o.scale = scale;
   o.splits = splits;
   o.sm_count = sm_count;
-  o.rule = {from_double<fp32>(beta).result, from_double<fp32>(epsilon).result};
+  o.beta = beta;
+  o.epsilon = epsilon;
   o.autocast = autocast;
-  if (!models_the_gpu_kernel(o.which) && (splits || batch_heads))
+  if (!o.model.gpu_kernel() && (splits || batch_heads))
     throw std::invalid_argument("splits and batch_heads choose the GPU kernel's split-KV path; preset " +
-                                std::string(preset_name) + " has none");
+                                o.model.name() + " has none");
   return o;
 }
 
 // q [heads][query_rows][head_dim], k and v [heads][key_rows][head_dim], flat:
-// (o, lse) as bf16 and fp32 bit patterns, or as doubles for paper_reference_fp64.
+// (o, lse) as bf16 and fp32 bit patterns, or as doubles for the fp64 paper preset.
 py::tuple attention_call(const py::array& q, const py::array& k, const py::array& v, int batch, int heads,
                          int query_rows, int key_rows, int head_dim, bool causal, std::optional<double> scale,
                          std::optional<int> splits, int sm_count, std::optional<std::pair<int, int>> batch_heads,
-                         std::string_view preset_name, double beta, double epsilon, bool autocast) {
-  const attention_options options = options_of(preset_name, batch, heads, query_rows, key_rows, head_dim, causal,
-                                               scale, splits, sm_count, batch_heads, beta, epsilon, autocast);
+                         std::optional<std::string_view> preset_name, const std::optional<std::string>& kernel_json,
+                         std::optional<double> beta, std::optional<double> epsilon, bool autocast) {
+  const attention_options options = options_of(preset_name, kernel_json, batch, heads, query_rows, key_rows, head_dim,
+                                               causal, scale, splits, sm_count, batch_heads, beta, epsilon, autocast);
   const std::size_t head_count = static_cast<std::size_t>(batch) * static_cast<std::size_t>(heads);
   const std::size_t q_head = static_cast<std::size_t>(query_rows) * static_cast<std::size_t>(head_dim);
   const std::size_t kv_head = static_cast<std::size_t>(key_rows) * static_cast<std::size_t>(head_dim);
@@ -128,7 +138,7 @@ py::tuple attention_call(const py::array& q, const py::array& k, const py::array
   const std::size_t rows = static_cast<std::size_t>(query_rows);
   const auto head = [&](std::span<const bfloat16> all, std::size_t h, std::size_t size) { return all.subspan(h * size, size); };
 
-  if (options.which == preset::paper_fp64) {
+  if (options.model.is(attention::preset_kind::paper_reference_fp64)) {
     py::array_t<double> o(static_cast<py::ssize_t>(head_count * q_head)), lse(static_cast<py::ssize_t>(head_count * rows));
     const std::span<double> os(o.mutable_data(), head_count * q_head), ls(lse.mutable_data(), head_count * rows);
     {
@@ -144,7 +154,7 @@ py::tuple attention_call(const py::array& q, const py::array& k, const py::array
   auto lse = new_values<fp32>(head_count * rows);
   const std::span<bfloat16> os(writable_values_of<bf16>(o), head_count * q_head);
   const std::span<float32> ls(writable_values_of<fp32>(lse), head_count * rows);
-  if (models_the_gpu_kernel(options.which)) {
+  if (options.model.gpu_kernel()) {
     const flash_kernel kernel = kernel_of(options);
     ptx::mufu_tables::shared();  // loads the tables (or throws) while the GIL is held
     py::gil_scoped_release unlocked;
@@ -222,17 +232,18 @@ constexpr std::string_view step_kind_name(attention::traced_step::kind kind) {
   return "?";
 }
 
-// One head's query row through the GPU kernel presets: its intermediates as a
-// dict, and with col >= 0 the traced steps of O[row][col] rendered in style.
+// One head's query row through a GPU kernel: its intermediates as a dict, and
+// with col >= 0 the traced steps of O[row][col] rendered in style.
 py::dict attention_row(const py::array& q, const py::array& k, const py::array& v, int query_rows, int key_rows,
                        int head_dim, int row, int col, bool causal, std::optional<double> scale,
                        std::optional<int> splits, int sm_count, std::optional<std::pair<int, int>> batch_heads,
-                       std::string_view preset_name, double beta, double epsilon, std::string_view style_name) {
-  const attention_options options = options_of(preset_name, 1, 1, query_rows, key_rows, head_dim, causal, scale,
-                                               splits, sm_count, batch_heads, beta, epsilon, true);
-  if (!models_the_gpu_kernel(options.which))
-    throw std::invalid_argument("attention_row records the GPU kernel's arithmetic (the pytorch_sdpa_flash_sm90 "
-                                "presets), not " + std::string(preset_name) + "'s");
+                       std::optional<std::string_view> preset_name, const std::optional<std::string>& kernel_json,
+                       std::optional<double> beta, std::optional<double> epsilon, std::string_view style_name) {
+  const attention_options options = options_of(preset_name, kernel_json, 1, 1, query_rows, key_rows, head_dim, causal,
+                                               scale, splits, sm_count, batch_heads, beta, epsilon, true);
+  if (!options.model.gpu_kernel())
+    throw std::invalid_argument("attention_row records a GPU kernel's blocks and splits; " + options.model.name() +
+                                " is the paper's PyTorch arithmetic, not a GPU kernel");
   const auto style = output_style_from_name(style_name);
   if (!style) throw std::invalid_argument("unknown style " + quoted_input(style_name) + "; expected text, markdown, latex or json");
   const std::size_t q_size = static_cast<std::size_t>(query_rows) * static_cast<std::size_t>(head_dim);
@@ -241,6 +252,10 @@ py::dict attention_row(const py::array& q, const py::array& k, const py::array& 
   const std::span<const bfloat16> ks(values_of<bf16>(k, "k", kv_size), kv_size);
   const std::span<const bfloat16> vs(values_of<bf16>(v, "v", kv_size), kv_size);
   const flash_kernel kernel = kernel_of(options);
+  // The element's trace follows FA2's steps (explain.hpp); another kernel's row is recorded, not traced.
+  if (col >= 0 && !attention::has_flash2_arithmetic(kernel))
+    throw std::invalid_argument("attention_row traces O[row][col] through FA2's arithmetic (" + flash2_preset_names() +
+                                "), which " + options.model.name() + " does not compute with; leave col out");
   ptx::mufu_tables::shared();
   attention::row_record record;
   attention::element_trace element;
@@ -270,17 +285,24 @@ py::dict attention_row(const py::array& q, const py::array& k, const py::array& 
   return out;
 }
 
-// The leading indicator's options: a GPU kernel preset (the scores' head dim
-// chooses its tiles) and the tie test's epsilon (None: the rule's or 1e-3).
-flash_kernel indicator_kernel(std::string_view preset_name, int batch, int heads, int query_rows, int key_rows,
-                              int head_dim, bool causal, std::optional<double> scale, std::optional<int> splits,
-                              int sm_count, std::optional<std::pair<int, int>> batch_heads, double beta) {
-  const attention_options options = options_of(preset_name, batch, heads, query_rows, key_rows, head_dim, causal,
-                                               scale, splits, sm_count, batch_heads, beta, 1e-3, true);
-  if (!models_the_gpu_kernel(options.which))
-    throw std::invalid_argument("repeated_max counts the GPU kernel's P (the pytorch_sdpa_flash_sm90 presets), not " +
-                                std::string(preset_name) + "'s");
-  return kernel_of(options);
+// The leading indicator's kernel: a GPU kernel with FA2's arithmetic, whose
+// P the indicator replays (repeated_max.hpp), resolved for the call (the
+// scores' head dim chooses its tiles); the rule's epsilon stays the kernel's
+// (the tie test's is the call's eps).
+flash_kernel indicator_kernel(std::optional<std::string_view> preset_name, const std::optional<std::string>& kernel_json,
+                              int batch, int heads, int query_rows, int key_rows, int head_dim, bool causal,
+                              std::optional<double> scale, std::optional<int> splits, int sm_count,
+                              std::optional<std::pair<int, int>> batch_heads, std::optional<double> beta) {
+  const attention_options options = options_of(preset_name, kernel_json, batch, heads, query_rows, key_rows, head_dim,
+                                               causal, scale, splits, sm_count, batch_heads, beta, std::nullopt, true);
+  const auto refuse = [&] {
+    return std::invalid_argument("repeated_max counts the GPU kernel's P as FA2's arithmetic computes it (" +
+                                 flash2_preset_names() + "), not " + options.model.name() + "'s");
+  };
+  if (!options.model.gpu_kernel()) throw refuse();
+  const flash_kernel kernel = kernel_of(options);
+  if (!attention::has_flash2_arithmetic(kernel)) throw refuse();
+  return kernel;
 }
 
 // Per head and per row, as arrays: [heads] counts and [heads][query_rows] rows.
@@ -325,10 +347,11 @@ py::dict indicator_dict(const std::vector<std::vector<attention::row_repeated_ma
 py::dict repeated_max_call(const std::optional<py::array>& scores, const std::optional<py::array>& q,
                            const std::optional<py::array>& k, int batch, int heads, int query_rows, int key_rows,
                            int head_dim, bool causal, std::optional<double> scale, std::optional<int> splits,
-                           int sm_count, std::optional<std::pair<int, int>> batch_heads, std::string_view preset_name,
-                           double beta, std::optional<double> epsilon) {
-  const flash_kernel kernel = indicator_kernel(preset_name, batch, heads, query_rows, key_rows, head_dim, causal, scale,
-                                               splits, sm_count, batch_heads, beta);
+                           int sm_count, std::optional<std::pair<int, int>> batch_heads,
+                           std::optional<std::string_view> preset_name, const std::optional<std::string>& kernel_json,
+                           std::optional<double> beta, std::optional<double> epsilon) {
+  const flash_kernel kernel = indicator_kernel(preset_name, kernel_json, batch, heads, query_rows, key_rows, head_dim,
+                                               causal, scale, splits, sm_count, batch_heads, beta);
   const attention_shape shape{1, 1, query_rows, key_rows, head_dim, causal};
   const std::optional<float32> tie_epsilon =
       epsilon ? std::optional<float32>(from_double<fp32>(*epsilon).result) : std::nullopt;
@@ -357,12 +380,13 @@ py::dict repeated_max_call(const std::optional<py::array>& scores, const std::op
   return indicator_dict(rows);
 }
 
-// What a GPU kernel preset chose for a call, for the PyTorch form of the indicator.
-py::dict kernel_parameters(std::string_view preset_name, int batch, int heads, int query_rows, int key_rows,
-                           int head_dim, bool causal, std::optional<double> scale, std::optional<int> splits,
-                           int sm_count, std::optional<std::pair<int, int>> batch_heads, double beta) {
-  const flash_kernel kernel = indicator_kernel(preset_name, batch, heads, query_rows, key_rows, head_dim, causal, scale,
-                                               splits, sm_count, batch_heads, beta);
+// What the indicator's kernel chose for a call, for the PyTorch form of the indicator.
+py::dict kernel_parameters(std::optional<std::string_view> preset_name, const std::optional<std::string>& kernel_json,
+                           int batch, int heads, int query_rows, int key_rows, int head_dim, bool causal,
+                           std::optional<double> scale, std::optional<int> splits, int sm_count,
+                           std::optional<std::pair<int, int>> batch_heads, std::optional<double> beta) {
+  const flash_kernel kernel = indicator_kernel(preset_name, kernel_json, batch, heads, query_rows, key_rows, head_dim,
+                                               causal, scale, splits, sm_count, batch_heads, beta);
   py::dict out;
   out["block_m"] = kernel.block_m;
   out["block_n"] = kernel.block_n;
@@ -378,6 +402,19 @@ py::dict kernel_parameters(std::string_view preset_name, int batch, int heads, i
   return out;
 }
 
+// The registry, in its order: (name, one-line summary) of every preset.
+py::list preset_list() {
+  py::list out;
+  for (const attention::preset& p : attention::presets())
+    out.append(py::make_tuple(std::string(p.name), attention::preset_summary(p)));
+  return out;
+}
+
+// A GPU kernel preset's description as JSON text (kernel_json.hpp's fields).
+std::string kernel_description_json(std::string_view name) {
+  return attention::kernel_to_json(attention::find_kernel(name)).dump();
+}
+
 py::tuple p_bar_one_range_bits() {
   const attention::p_bar_one_range& range = attention::p_bar_one_arguments();
   return py::make_tuple(range.lowest.bits, range.highest.bits);
@@ -388,19 +425,21 @@ py::tuple p_bar_one_range_bits() {
 void register_attention(py::module_& m) {
   m.def("_attention", &attention_call, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("batch"), py::arg("heads"),
         py::arg("query_rows"), py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"), py::arg("scale"),
-        py::arg("splits"), py::arg("sm_count"), py::arg("batch_heads"), py::arg("preset"), py::arg("beta"),
-        py::arg("epsilon"), py::arg("autocast"));
+        py::arg("splits"), py::arg("sm_count"), py::arg("batch_heads"), py::arg("preset"), py::arg("kernel"),
+        py::arg("beta"), py::arg("epsilon"), py::arg("autocast"));
   m.def("_attention_row", &attention_row, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("query_rows"),
         py::arg("key_rows"), py::arg("head_dim"), py::arg("row"), py::arg("col"), py::arg("causal"),
         py::arg("scale"), py::arg("splits"), py::arg("sm_count"), py::arg("batch_heads"), py::arg("preset"),
-        py::arg("beta"), py::arg("epsilon"), py::arg("style"));
+        py::arg("kernel"), py::arg("beta"), py::arg("epsilon"), py::arg("style"));
   m.def("_repeated_max", &repeated_max_call, py::arg("scores"), py::arg("q"), py::arg("k"), py::arg("batch"),
         py::arg("heads"), py::arg("query_rows"), py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"),
         py::arg("scale"), py::arg("splits"), py::arg("sm_count"), py::arg("batch_heads"), py::arg("preset"),
-        py::arg("beta"), py::arg("epsilon"));
-  m.def("_flash_kernel_parameters", &kernel_parameters, py::arg("preset"), py::arg("batch"), py::arg("heads"),
-        py::arg("query_rows"), py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"), py::arg("scale"),
-        py::arg("splits"), py::arg("sm_count"), py::arg("batch_heads"), py::arg("beta"));
+        py::arg("kernel"), py::arg("beta"), py::arg("epsilon"));
+  m.def("_flash_kernel_parameters", &kernel_parameters, py::arg("preset"), py::arg("kernel"), py::arg("batch"),
+        py::arg("heads"), py::arg("query_rows"), py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"),
+        py::arg("scale"), py::arg("splits"), py::arg("sm_count"), py::arg("batch_heads"), py::arg("beta"));
+  m.def("_attention_presets", &preset_list);
+  m.def("_kernel_description", &kernel_description_json, py::arg("name"));
   m.def("_p_bar_one_range", &p_bar_one_range_bits);
 }
 

@@ -92,7 +92,7 @@ def test_a_rows_intermediates_and_an_elements_roundings(compared):
 
 def test_attention_refuses_what_it_cannot_model():
     q, k, v = random_heads(3, (16, 32))
-    with pytest.raises(ValueError, match="head_dim 32 is not modelled"):
+    with pytest.raises(ValueError, match="head_dim 32 is not described"):
         bitexact.attention(q, k, v)
     q, k, v = random_heads(3, (16, 64))
     with pytest.raises(ValueError, match="unknown preset"):

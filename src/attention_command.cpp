@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <optional>
 #include <stdexcept>
@@ -60,6 +61,10 @@ constexpr std::string_view attention_help =
     "                      fields in docs/attention.md; --print-kernel NAME writes a preset's)\n"
     "  --list-kernels      print every preset's name and summary, and exit\n"
     "  --print-kernel NAME print a GPU kernel preset's description as JSON, and exit\n"
+    "  --compare A B       compute two GPU kernels (preset names or .json files) on the files\n"
+    "                      and say how their O and L differ: how many elements, by how many\n"
+    "                      ulps and in which direction, and for the first differing element\n"
+    "                      of O, which of its row's values part first (exit 1 if any differ)\n"
   "  --causal            the causal mask (is_causal=True)\n"
     "  --scale X           the softmax scale as PyTorch's scale= takes it: a decimal, read as\n"
     "                      a double (a Python float), rounded to float for the GPU kernel\n"
@@ -148,6 +153,7 @@ struct attention_options {
   std::optional<int> splits;
   std::optional<std::pair<int, int>> batch_heads;
   std::string out_o, out_lse, expect_o, expect_lse;
+  std::optional<std::pair<kernel_choice, kernel_choice>> compare;  // --compare A B
 };
 
 int parse_count(std::string_view text, int low, int high, std::string_view option, std::string_view example) {
@@ -198,6 +204,24 @@ attention::kernel_description read_description(std::string_view path) {
   }
 }
 
+// A GPU kernel named on the command line: a preset's name, or a description
+// file (a name ending in .json).
+kernel_choice gpu_kernel_named(std::string_view text) {
+  kernel_choice choice;
+  if (text.size() > 5 && text.substr(text.size() - 5) == ".json") {
+    choice.described = read_description(text);
+    return choice;
+  }
+  try {
+    choice.named = &attention::find_preset(text);
+  } catch (const std::invalid_argument& error) {
+    fail("attention: " + std::string(error.what()));
+  }
+  if (!choice.gpu_kernel())
+    fail("attention: --compare takes GPU kernels (presets or .json descriptions), not " + std::string(text));
+  return choice;
+}
+
 // Whether a GPU kernel choice computes with FA2's arithmetic (what --explain traces).
 bool flash2_arithmetic(const kernel_choice& kernel) {
   attention::flash_kernel arithmetic = kernel.description().arithmetic;
@@ -219,6 +243,11 @@ attention_options parse_options(const arguments& args) {
         fail("attention: " + std::string(error.what()));
       }
       preset_given = true;
+    } else if (reader.take_value("--compare", value)) {
+      const kernel_choice first = gpu_kernel_named(value);
+      reader.next();
+      if (reader.at_end()) fail("attention: --compare expects two kernels, A B (preset names or .json files)");
+      options.compare = {first, gpu_kernel_named(reader.current())};
     } else if (reader.take_value("--kernel", value)) {
       if (preset_given) fail("attention: --preset and --kernel both name the kernel; give one");
       options.kernel.described = read_description(value);
@@ -258,6 +287,11 @@ attention_options parse_options(const arguments& args) {
     fail("attention: expected three .npy files, Q K V, but got " + std::to_string(files.size()) +
          "; see bitexact attention --help");
   options.q_path = files[0], options.k_path = files[1], options.v_path = files[2];
+  if (options.compare && (preset_given || options.kernel.described || !options.explain.empty() ||
+                          !options.expect_o.empty() || !options.expect_lse.empty() || !options.out_o.empty() ||
+                          !options.out_lse.empty() || options.beta || options.epsilon))
+    fail("attention: --compare A B computes two kernels and compares them; it takes no --preset, --kernel, "
+         "--explain, --expect-*, --out-*, --beta or --eps");
   if ((options.beta || options.epsilon) && !options.kernel.stabilized())
     fail(std::string("attention: ") + (options.beta ? "--beta" : "--eps") +
          " sets the stabilized softmax; it needs --preset pytorch_sdpa_flash_sm90_stabilized, "
@@ -805,6 +839,146 @@ std::pair<std::uint64_t, std::size_t> compare(const attention_problem& p, std::s
   return {mismatches, first};
 }
 
+// One row of one head through a kernel, for --compare: its row sum, its
+// element's unnormalised O after the last block, O in fp32 and L.
+struct row_outcome {
+  float32 sum{}, unnormalised{}, normalised{}, lse{};
+  std::string blocks;  // the K/V blocks in the order the kernel visited them
+};
+
+struct row_recorder {
+  int row = 0;
+  std::size_t col = 0;
+  row_outcome* out = nullptr;
+  void on(const attention::output_block_event& e) {
+    if (e.row != row) return;
+    out->unnormalised = e.o[col];
+    out->blocks += (out->blocks.empty() ? "" : " ") + std::to_string(e.block);
+  }
+  void on(const attention::row_end_event& e) {
+    if (e.row != row) return;
+    out->sum = e.sum;
+    out->normalised = e.o[col];
+    out->lse = e.lse;
+  }
+};
+
+row_outcome trace_row(const attention_problem& p, std::size_t head, std::size_t row, std::size_t col) {
+  const std::size_t rows = p.q.rows, keys = p.k.rows, d = p.q.head_dim;
+  std::vector<bfloat16> o(rows * d);
+  std::vector<float32> lse(rows);
+  row_outcome out;
+  attention::flash_forward_head(p.kernel, p.head_shape, std::span<const bfloat16>(p.q.values).subspan(head * rows * d, rows * d),
+                                std::span<const bfloat16>(p.k.values).subspan(head * keys * d, keys * d),
+                                std::span<const bfloat16>(p.v.values).subspan(head * keys * d, keys * d), o, lse,
+                                row_recorder{static_cast<int>(row), col, &out});
+  return out;
+}
+
+// B's bits against A's as a signed count of representable steps (values of
+// either sign; NaN apart).
+template <format F>
+long long ulp_steps(value<F> a, value<F> b) {
+  constexpr std::uint32_t magnitude = (std::uint32_t{1} << (F.width() - 1)) - 1;
+  const auto ordered = [](std::uint32_t bits) {
+    return (bits & ~magnitude) ? -static_cast<long long>(bits & magnitude) : static_cast<long long>(bits);
+  };
+  return ordered(b.bits) - ordered(a.bits);
+}
+
+// How B's elements differ from A's: the count, the distances in ulps of the
+// format (1, 2, 3-4, 5-8, ...) and their direction.
+template <format F>
+void print_differences(std::string_view name, std::string_view unit, const std::vector<value<F>>& a,
+                       const std::vector<value<F>>& b) {
+  std::uint64_t differ = 0, above = 0, nan = 0;
+  std::map<long long, std::uint64_t> by_distance;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].bits == b[i].bits) continue;
+    ++differ;
+    if (a[i].is_nan() || b[i].is_nan()) {
+      ++nan;
+      continue;
+    }
+    const long long steps = ulp_steps(a[i], b[i]);
+    above += steps > 0;
+    long long bucket = 1;
+    while (bucket < std::llabs(steps)) bucket *= 2;
+    ++by_distance[bucket];
+  }
+  std::printf("%s: %zu elements, %llu differ (%.4f%%)\n", std::string(name).c_str(), a.size(),
+              static_cast<unsigned long long>(differ),
+              a.empty() ? 0.0 : 100.0 * static_cast<double>(differ) / static_cast<double>(a.size()));
+  if (differ == 0) return;
+  std::string distances;
+  for (const auto& [bucket, count] : by_distance)
+    distances += fmt::format("{}{}: {}", distances.empty() ? "" : ", ",
+                             bucket <= 2 ? std::to_string(bucket) : fmt::format("{}-{}", bucket / 2 + 1, bucket), count);
+  std::printf("  distance in %s ulps %s%s\n  B above A: %llu, below: %llu\n", std::string(unit).c_str(),
+              distances.c_str(), nan ? fmt::format("; NaN in one of them: {}", nan).c_str() : "",
+              static_cast<unsigned long long>(above), static_cast<unsigned long long>(differ - above - nan));
+}
+
+// Which of a row's values part first between two kernels, for one element.
+void print_where_rows_part(const std::array<attention_problem, 2>& problems, const std::array<bfloat16, 2>& results,
+                           std::size_t head, std::size_t row, std::size_t col) {
+  const row_outcome a = trace_row(problems[0], head, row, col), b = trace_row(problems[1], head, row, col);
+  std::printf("  A visited K/V blocks %s\n  B visited K/V blocks %s\n", a.blocks.c_str(), b.blocks.c_str());
+  const auto stage = [](std::string_view what, float32 x, float32 y) {
+    std::printf("  %-31s A %s  B %s%s\n", std::string(what).c_str(), value_text(x).c_str(), value_text(y).c_str(),
+                x.bits == y.bits ? "  same" : fmt::format("  B {:+} fp32 ulps", ulp_steps(x, y)).c_str());
+  };
+  stage("row sum l", a.sum, b.sum);
+  stage("O before normalisation", a.unnormalised, b.unnormalised);
+  stage("O normalised (fp32)", a.normalised, b.normalised);
+  std::printf("  %-31s A %s  B %s\n", "O (bf16)", value_text(results[0]).c_str(), value_text(results[1]).c_str());
+  std::printf("  where they part: %s\n",
+              a.sum.bits != b.sum.bits ? "already in the row sum (the exponentials, their units or their order)"
+              : a.unnormalised.bits != b.unnormalised.bits
+                  ? "in the unnormalised O (P, its rescaling or the P V steps); the row sums agree"
+                  : a.normalised.bits != b.normalised.bits ? "in the normalisation; the row sum and unnormalised O agree"
+                                                           : "in the bf16 conversion; every fp32 value agrees");
+}
+
+// --compare A B: both kernels on the files, how their O and L differ, and for
+// the first differing element of O where the two rows part.
+int compare_kernels(const attention_options& options) {
+  std::array<attention_problem, 2> problems{read_problem(options), read_problem(options)};
+  std::array<attention::attention_output, 2> out;
+  for (std::size_t side = 0; side < 2; ++side) {
+    attention_problem& p = problems[side];
+    p.options.kernel = side == 0 ? options.compare->first : options.compare->second;
+    try {
+      p.kernel = attention::resolve(p.options.kernel.description(), p.heuristic_shape, {options.scale, 132, options.splits});
+    } catch (const std::invalid_argument& error) {
+      fail(printable(options.q_path) + ": " + error.what());
+    }
+    out[side] = compute(p).bits;
+  }
+  const attention_problem& p = problems[0];
+  std::printf("attention: Q %s, K and V %s, %s\n", shape_text(p.q.file_shape).c_str(), shape_text(p.k.file_shape).c_str(),
+              options.causal ? "causal" : "not causal");
+  for (std::size_t side = 0; side < 2; ++side)
+    std::printf("%s %s: tiles %d rows x %d keys, %d split%s\n", side == 0 ? "A" : "B",
+                problems[side].options.kernel.name().c_str(), problems[side].kernel.block_m, problems[side].kernel.block_n,
+                problems[side].kernel.splits, problems[side].kernel.splits == 1 ? "" : "s");
+  print_differences("O", "bf16", out[0].o, out[1].o);
+  const bool same_lse_units = problems[0].kernel.lse_natural_units == problems[1].kernel.lse_natural_units;
+  if (same_lse_units) print_differences("L", "fp32", out[0].lse, out[1].lse);
+  else std::printf("L: not compared, one kernel writes it in natural-log units and the other in base 2\n");
+  std::size_t first = 0;
+  while (first < out[0].o.size() && out[0].o[first].bits == out[1].o[first].bits) ++first;
+  if (first == out[0].o.size()) return !same_lse_units || out[0].lse == out[1].lse ? 0 : 1;
+  const std::size_t d = p.q.head_dim, rows = p.q.rows;
+  std::printf("first differing element of O: %s\n", index_text(p, first / d / rows, first / d % rows, first % d).c_str());
+  if (problems[0].kernel.splits > 1 || problems[1].kernel.splits > 1)
+    std::printf("  (a split-KV kernel's row values are per split, merged by its combine kernel: give --splits 1, or\n"
+                "  --batch-heads with the call's B and H, to follow the row through one pass)\n");
+  else
+    print_where_rows_part(problems, {out[0].o[first], out[1].o[first]}, first / d / rows, first / d % rows, first % d);
+  return 1;
+}
+
 void print_kernel_list() {
   for (const attention::preset& p : attention::presets())
     std::printf("  %-48s %s\n", std::string(p.name).c_str(), attention::preset_summary(p).c_str());
@@ -832,6 +1006,7 @@ int attention_command(const arguments& args) {
     return 0;
   }
   const attention_options options = parse_options(args);
+  if (options.compare) return compare_kernels(options);
   const attention_problem problem = read_problem(options);
   const expectations expected = read_expectations(problem);
   const attention_result computed = compute(problem);

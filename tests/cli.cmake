@@ -708,3 +708,23 @@ bitexact_cli_test(attention_efficient ARGS attention ${triton_head}/q.npy ${trit
   --causal --preset pytorch_sdpa_efficient_sm90 --expect-o ${triton_head}/o_efficient.npy
   CONTAINS "preset pytorch_sdpa_efficient_sm90: 1 split (no split-KV path), tiles 64 rows x 64 keys"
   "O: 32768 elements compared, 0 mismatches")
+# Why two kernels disagree: --compare A B.
+set(backends_causal ${CMAKE_CURRENT_LIST_DIR}/data/attention_backends/d64_n1000_causal_normal_h0)
+bitexact_cli_test(attention_compare_same ARGS attention ${backends_causal}/q.npy ${backends_causal}/k.npy
+  ${backends_causal}/v.npy --causal --compare flex_attention_sm90 flex_attention_sm90
+  CONTAINS "O: 64000 elements, 0 differ (0.0000%)" "L: 1000 elements, 0 differ (0.0000%)")
+bitexact_cli_test(attention_compare_flash_flex RC 1 ARGS attention ${backends_causal}/q.npy ${backends_causal}/k.npy
+  ${backends_causal}/v.npy --causal --batch-heads 1,64 --compare pytorch_sdpa_flash_sm90 flex_attention_sm90
+  CONTAINS "O: 64000 elements, 18487 differ (28.8859%)" "first differing element of O: [256, 1] (row, col)"
+  "A visited K/V blocks 2 1 0" "B visited K/V blocks 2 0 1"
+  "where they part: in the unnormalised O (P, its rescaling or the P V steps); the row sums agree")
+bitexact_cli_test(attention_compare_units RC 1 ARGS attention ${backends_causal}/q.npy ${backends_causal}/k.npy
+  ${backends_causal}/v.npy --causal --compare pytorch_sdpa_efficient_sm90 ${triton_example}
+  CONTAINS "O: 64000 elements, 14 differ (0.0219%)" "distance in bf16 ulps 1: 14"
+  "L: not compared, one kernel writes it in natural-log units and the other in base 2")
+bitexact_cli_test(attention_error_compare_paper RC 2 ARGS attention ${backends_causal}/q.npy ${backends_causal}/k.npy
+  ${backends_causal}/v.npy --compare paper_reference flex_attention_sm90 ONE_LINE_ERROR
+  ERROR_CONTAINS "--compare takes GPU kernels (presets or .json descriptions), not paper_reference")
+bitexact_cli_test(attention_error_compare_expect RC 2 ARGS attention ${backends_causal}/q.npy ${backends_causal}/k.npy
+  ${backends_causal}/v.npy --compare flex_attention_sm90 pytorch_sdpa_efficient_sm90 --expect-o ${backends_causal}/o_flex.npy
+  ONE_LINE_ERROR ERROR_CONTAINS "--compare A B computes two kernels and compares them")

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_captures.hpp"
 #include "npy.hpp"
 
 using namespace bitexact;
@@ -22,7 +23,7 @@ using namespace bitexact::attention;
 
 namespace {
 
-const std::string triton_dir = std::string(BITEXACT_TEST_DATA_DIR) + "/attention_backends";
+const std::string backends_dir = std::string(BITEXACT_TEST_DATA_DIR) + "/attention_backends";
 const std::string example_json = std::string(BITEXACT_TEST_DATA_DIR) + "/../../examples/triton/flash_forward.json";
 
 std::string read_text(const std::string& path) {
@@ -50,58 +51,16 @@ std::string with_field(const std::string& field, const std::string& value) {
   return j.dump();
 }
 
-struct triton_case {
-  std::string name;
-  attention_shape shape;
-  std::optional<double> scale;
-};
+using test::captured_case;
+using test::hex;
+using test::read_bf16;
 
-std::string hex(std::uint64_t x) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(x));
-  return text;
-}
-
-std::vector<triton_case> read_triton_manifest() {
-  std::ifstream in(triton_dir + "/MANIFEST");
-  REQUIRE_MESSAGE(in, "cannot open " << triton_dir << "/MANIFEST");
-  std::vector<triton_case> cases;
-  int files = 0;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string kind;
-    fields >> kind;
-    if (kind == "case") {
-      triton_case c;
-      std::string scale;
-      int causal = 0, splits = 0, head = 0;
-      fields >> c.name >> c.shape.batch >> c.shape.heads >> c.shape.query_rows >> c.shape.key_rows >> c.shape.head_dim >>
-          causal >> scale >> splits >> head;
-      REQUIRE_MESSAGE(fields, "malformed MANIFEST line: " << line);
-      c.shape.causal = causal != 0;
-      c.shape.batch = c.shape.heads = 1;  // one head kept; no split heuristic here
-      if (scale != "default") c.scale = std::stod(scale);
-      cases.push_back(c);
-    } else if (kind == "file") {
-      std::string checksum, path;
-      fields >> checksum >> path;
-      const std::string bytes = read_text(triton_dir + "/" + path);
-      CHECK_MESSAGE(hex(fnv1a64(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size())) == checksum,
-                    path << ": checksum differs from MANIFEST");
-      ++files;
-    }
-  }
-  CHECK(files == 97);  // 9 a case; the memory-efficient backend refused one causal call with N_q != N_k
-  return cases;
-}
-
-std::vector<bfloat16> read_bf16(const std::string& path, std::size_t count) {
-  const npy::array a = npy::read(path);
-  REQUIRE(a.element_size() == 2);
-  REQUIRE(a.element_count() == count);
-  std::vector<bfloat16> values(count);
-  for (std::size_t i = 0; i < count; ++i) values[i] = bfloat16::from_bits(a.word(i));
-  return values;
+// The heads of attention_backends/, every file's checksum checked; each is one head (batch = heads = 1).
+std::vector<captured_case> read_backend_heads() {
+  test::captured_manifest manifest = test::read_manifest(backends_dir);
+  CHECK(manifest.files == 97);  // 9 a case; the memory-efficient backend refused one causal call with N_q != N_k
+  for (captured_case& c : manifest.cases) c.shape.batch = c.shape.heads = 1;
+  return manifest.cases;
 }
 
 // Every captured head of one kernel ("flex", "triton_example", "efficient")
@@ -109,10 +68,10 @@ std::vector<bfloat16> read_bf16(const std::string& path, std::size_t count) {
 // its first query_rows elements (the memory-efficient backend pads it).
 std::pair<std::uint64_t, std::uint64_t> replay(const kernel_description& description, const std::string& kernel) {
   std::uint64_t compared = 0, mismatches = 0;
-  for (const triton_case& c : read_triton_manifest()) {
+  for (const captured_case& c : read_backend_heads()) {
     const std::size_t rows = static_cast<std::size_t>(c.shape.query_rows), keys = static_cast<std::size_t>(c.shape.key_rows);
     const std::size_t d = static_cast<std::size_t>(c.shape.head_dim);
-    const std::string head = triton_dir + "/" + c.name + "/";
+    const std::string head = backends_dir + "/" + c.name + "/";
     if (!std::ifstream(head + "o_" + kernel + ".npy")) continue;
     const auto q = read_bf16(head + "q.npy", rows * d), k = read_bf16(head + "k.npy", keys * d),
                v = read_bf16(head + "v.npy", keys * d);
@@ -232,8 +191,7 @@ TEST_SUITE("attention") {
     // sum up to 2^20), 676 pairs of special and edge values, 8,192 random bit patterns; cut from the
     // 1,048,576 of cuda/capture/triton_attention.py (tests/data/README.md).
     const std::string path = std::string(BITEXACT_TEST_DATA_DIR) + "/div_full_f32.npy";
-    const std::string bytes = read_text(path);
-    CHECK(hex(fnv1a64(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size())) == "2c7f8cd941cf0415");
+    CHECK(hex(test::file_checksum(path)) == "2c7f8cd941cf0415");
     const npy::array samples = npy::read(path);
     REQUIRE(samples.element_size() == 4);
     REQUIRE(samples.element_count() == 3 * 17060);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_captures.hpp"
 #include "npy.hpp"
 
 using namespace bitexact;
@@ -22,63 +23,19 @@ namespace {
 
 const std::string data_dir = std::string(BITEXACT_TEST_DATA_DIR) + "/attention";
 
-struct captured_case {
-  std::string name;
-  attention_shape shape;
-  std::optional<float32> scale;
-  int torch_splits = 0;
-};
+using test::captured_case;
+using test::read_bf16;
 
-std::string hex(std::uint64_t x) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(x));
-  return text;
-}
-
-std::uint64_t file_checksum(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return fnv1a64(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
-}
-
-// The cases of a folder's MANIFEST, after checking every file's checksum.
+// A folder's cases, every file's checksum checked, files_per_case files a case.
 std::vector<captured_case> read_manifest(const std::string& dir = data_dir, int files_per_case = 5) {
-  std::ifstream in(dir + "/MANIFEST");
-  REQUIRE_MESSAGE(in, "cannot open " << dir << "/MANIFEST");
-  std::vector<captured_case> cases;
-  int files = 0;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string kind;
-    fields >> kind;
-    if (kind == "case") {
-      captured_case c;
-      std::string scale;
-      int causal = 0, head = 0;
-      fields >> c.name >> c.shape.batch >> c.shape.heads >> c.shape.query_rows >> c.shape.key_rows >>
-          c.shape.head_dim >> causal >> scale >> c.torch_splits >> head;
-      REQUIRE_MESSAGE(fields, "malformed MANIFEST line: " << line);
-      c.shape.causal = causal != 0;
-      if (scale != "default") c.scale = from_host(std::stof(scale));
-      cases.push_back(c);
-    } else if (kind == "file") {
-      std::string checksum, path;
-      fields >> checksum >> path;
-      CHECK_MESSAGE(hex(file_checksum(dir + "/" + path)) == checksum, path << ": checksum differs from MANIFEST");
-      ++files;
-    }
-  }
-  CHECK(files == files_per_case * static_cast<int>(cases.size()));
-  return cases;
+  const test::captured_manifest manifest = test::read_manifest(dir);
+  CHECK(manifest.files == files_per_case * static_cast<int>(manifest.cases.size()));
+  return manifest.cases;
 }
 
-std::vector<bfloat16> read_bf16(const std::string& path, std::size_t count) {
-  const npy::array a = npy::read(path);
-  REQUIRE(a.element_size() == 2);
-  REQUIRE(a.element_count() == count);
-  std::vector<bfloat16> values(count);
-  for (std::size_t i = 0; i < count; ++i) values[i] = bfloat16::from_bits(a.word(i));
-  return values;
+// A captured scale as the kernel takes it.
+std::optional<float32> scale_of(const captured_case& c) {
+  return c.scale ? std::optional<float32>(from_host(static_cast<float>(*c.scale))) : std::nullopt;
 }
 
 }  // namespace
@@ -90,8 +47,8 @@ TEST_SUITE("attention") {
     for (const captured_case& c : cases) {
       const std::size_t rows = static_cast<std::size_t>(c.shape.query_rows), keys = static_cast<std::size_t>(c.shape.key_rows);
       const std::size_t d = static_cast<std::size_t>(c.shape.head_dim);
-      const flash_kernel kernel = pytorch_sdpa_flash_sm90(c.shape, c.scale);
-      CHECK_MESSAGE(kernel.splits == c.torch_splits, c.name);
+      const flash_kernel kernel = pytorch_sdpa_flash_sm90(c.shape, scale_of(c));
+      CHECK_MESSAGE(kernel.splits == c.splits, c.name);
       const std::string dir = data_dir + "/" + c.name + "/";
       const auto q = read_bf16(dir + "q.npy", rows * d), k = read_bf16(dir + "k.npy", keys * d),
                  v = read_bf16(dir + "v.npy", keys * d), expected_o = read_bf16(dir + "o.npy", rows * d);
@@ -139,9 +96,9 @@ TEST_SUITE("attention") {
       std::vector<bfloat16> standard_o, stabilized_o;
       for (const std::string variant : {"standard", "stabilized", "across"}) {
         // The call's B x H decide the path: our kernels are PyTorch's single-split one.
-        const flash_kernel kernel = variant == "standard"     ? pytorch_sdpa_flash_sm90(c.shape, c.scale)
-                                    : variant == "stabilized" ? pytorch_sdpa_flash_sm90_stabilized(c.shape, c.scale)
-                                                              : pytorch_sdpa_flash_sm90_stabilized_across_blocks(c.shape, c.scale);
+        const flash_kernel kernel = variant == "standard"     ? pytorch_sdpa_flash_sm90(c.shape, scale_of(c))
+                                    : variant == "stabilized" ? pytorch_sdpa_flash_sm90_stabilized(c.shape, scale_of(c))
+                                                              : pytorch_sdpa_flash_sm90_stabilized_across_blocks(c.shape, scale_of(c));
         REQUIRE(kernel.splits == 1);
         const auto expected_o = read_bf16(head + "o_" + variant + ".npy", rows * d);
         const npy::array expected_lse = npy::read(head + "lse_" + variant + ".npy");

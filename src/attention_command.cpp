@@ -85,7 +85,8 @@ constexpr std::string_view attention_help =
     "  --expect-o FILE     compare O with FILE bit for bit: uint16 or int16 bf16 patterns, or\n"
     "                      float32 holding bf16 values exactly, shaped like Q\n"
     "  --expect-lse FILE   compare L with FILE bit for bit: float32, [B, H, N] ([N] for\n"
-    "                      [N, d] inputs)\n"
+    "                      [N, d] inputs; a trailing 1, as cuDNN's backend returns it, is\n"
+    "                      accepted)\n"
     "  --explain INDEX     (GPU kernel presets) show how one element of O was computed,\n"
     "                      INDEX b,h,row,col ([B, H, N, d] files) or row,col ([N, d]): its\n"
     "                      row block by block (maxima, rescale factors, P = 1 counts, row\n"
@@ -561,9 +562,12 @@ expectations read_expectations(const attention_problem& p) {
   if (!p.options.expect_lse.empty()) {
     const std::string& path = p.options.expect_lse;
     const npy::array array = read_npy(path);
-    if (array.shape != lse_shape(p))
+    // cuDNN's backend returns L as [B, H, N, 1]: a trailing 1 is the same elements.
+    std::vector<std::size_t> shape = array.shape;
+    if (shape.size() == lse_shape(p).size() + 1 && shape.back() == 1) shape.pop_back();
+    if (shape != lse_shape(p))
       fail(printable(path) + ": L has shape " + shape_text(array.shape) + "; expected " + shape_text(lse_shape(p)) +
-           (p.four_d ? " ([B, H, N])" : " ([N])"));
+           (p.four_d ? " ([B, H, N], or [B, H, N, 1])" : " ([N], or [N, 1])"));
     if (array.descr != "<f4")
       fail(printable(path) + ": element type '" + array.descr + "' is not float32; L is the float32 logsumexp");
     std::vector<float32> values(array.element_count());

@@ -728,3 +728,7 @@ bitexact_cli_test(attention_error_compare_paper RC 2 ARGS attention ${backends_c
 bitexact_cli_test(attention_error_compare_expect RC 2 ARGS attention ${backends_causal}/q.npy ${backends_causal}/k.npy
   ${backends_causal}/v.npy --compare flex_attention_sm90 pytorch_sdpa_efficient_sm90 --expect-o ${backends_causal}/o_flex.npy
   ONE_LINE_ERROR ERROR_CONTAINS "--compare A B computes two kernels and compares them")
+bitexact_cli_test(attention_cudnn ARGS attention ${triton_head}/q.npy ${triton_head}/k.npy ${triton_head}/v.npy
+  --causal --preset pytorch_sdpa_cudnn_sm90 --expect-o ${triton_head}/o_cudnn.npy --expect-lse ${triton_head}/lse_cudnn.npy
+  CONTAINS "preset pytorch_sdpa_cudnn_sm90: 1 split (no split-KV path), tiles 64 rows x 128 keys"
+  "O: 32768 elements compared, 0 mismatches" "L: 512 elements compared, 0 mismatches")

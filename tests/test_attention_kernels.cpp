@@ -1,8 +1,8 @@
 // Kernels as data: the registry's descriptions and a user's description file
 // read from and written to JSON, bad descriptions refused naming the field,
 // and the captures of FlexAttention, the Triton example and PyTorch's
-// memory-efficient backend (tests/data/attention_backends) replayed through
-// their descriptions, O and L bit for bit.
+// memory-efficient and cuDNN backends (tests/data/attention_backends)
+// replayed through their descriptions, O and L bit for bit.
 #include <doctest/doctest.h>
 
 #include <bitexact/attention/flash_forward.hpp>
@@ -58,7 +58,8 @@ using test::read_bf16;
 // The heads of attention_backends/, every file's checksum checked; each is one head (batch = heads = 1).
 std::vector<captured_case> read_backend_heads() {
   test::captured_manifest manifest = test::read_manifest(backends_dir);
-  CHECK(manifest.files == 97);  // 9 a case; the memory-efficient backend refused one causal call with N_q != N_k
+  // 11 a case; the memory-efficient and cuDNN backends refused the causal call with N_q != N_k.
+  CHECK(manifest.files == 117);
   for (captured_case& c : manifest.cases) c.shape.batch = c.shape.heads = 1;
   return manifest.cases;
 }
@@ -90,8 +91,8 @@ std::pair<std::uint64_t, std::uint64_t> replay(const kernel_description& descrip
   return {compared, mismatches};
 }
 
-// O and L elements of the eleven captured heads; the memory-efficient
-// backend has all but the causal 300 x 1000 one.
+// O and L elements of the eleven captured heads; the memory-efficient and
+// cuDNN backends have all but the causal 300 x 1000 one.
 constexpr std::uint64_t captured_elements = 128 * 65 + 128 * 129 + 1000 * 65 + 300 * 129 + 300 * 65 + 512 * 65 +
                                             512 * 129 + 512 * 65 + 512 * 129 + 512 * 129 + 512 * 65;
 constexpr std::uint64_t efficient_elements = captured_elements - 300 * 129;
@@ -109,7 +110,7 @@ TEST_SUITE("attention") {
       CHECK_MESSAGE(kernel_to_json(back) == kernel_to_json(d), p.name);
       ++round_trips;
     }
-    CHECK(round_trips == 5);
+    CHECK(round_trips == 6);
     const kernel_description example = kernel_from_json(read_text(example_json));
     CHECK(example.name == "triton_flash_forward_example");
     CHECK(kernel_to_json(kernel_from_json(kernel_to_json(example).dump())) == kernel_to_json(example));
@@ -124,7 +125,7 @@ TEST_SUITE("attention") {
     CHECK(refusal(with_field("colour", "\"red\"")) == "kernel description: field 'colour': unknown field");
     CHECK(refusal(with_field("row_sum", "\"pairwise\"")) ==
           "kernel description: field 'row_sum': 'pairwise' is not one of: thread_partials_across_blocks, block_sum_then_fma, "
-          "warp_slices_then_add");
+          "warp_slices_then_add, thread_block_sums_fma");
     CHECK(refusal(with_field("tiles", R"({"64": {"block_m": "128", "block_n": 64}})")) ==
           "kernel description: field 'tiles.64.block_m': expected an integer from 16 to 1024");
     CHECK(refusal(with_field("tiles", R"({"64": {"block_m": 128, "block_n": 64, "warps": 4}})")) ==
@@ -157,6 +158,13 @@ TEST_SUITE("attention") {
     CHECK(mismatches == 0);
   }
 
+  TEST_CASE("pytorch_sdpa_cudnn_sm90 reproduces PyTorch's cuDNN backend on the H100, O and L, bit for bit") {
+    const auto [compared, mismatches] = replay(pytorch_sdpa_cudnn_sm90_description(), "cudnn");
+    MESSAGE("pytorch_sdpa_cudnn_sm90: " << compared << " O and L elements, " << mismatches << " mismatches");
+    CHECK(compared == efficient_elements);
+    CHECK(mismatches == 0);
+  }
+
   TEST_CASE("the Triton example's description file reproduces examples/triton/flash_forward.py, bit for bit") {
     const auto [compared, mismatches] = replay(kernel_from_json(read_text(example_json)), "triton_example");
     MESSAGE("triton_flash_forward_example: " << compared << " O and L elements, " << mismatches << " mismatches");
@@ -182,6 +190,12 @@ TEST_SUITE("attention") {
     const auto k16 = replay(efficient, "efficient");
     MESSAGE("efficient with 16-product steps: " << k16.second << " mismatches");
     CHECK(k16.second > 0);
+    // cuDNN's kernel with Triton's per-block row sum instead of its per-thread sums.
+    kernel_description cudnn = pytorch_sdpa_cudnn_sm90_description();
+    cudnn.arithmetic.row_sum = row_sum_rule::block_sum_then_fma;
+    const auto block_sums = replay(cudnn, "cudnn");
+    MESSAGE("cudnn with block_sum_then_fma: " << block_sums.second << " mismatches");
+    CHECK(block_sums.second > 0);
   }
 }
 

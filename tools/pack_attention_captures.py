@@ -80,14 +80,14 @@ def main():
             "# Attention kernels other than PyTorch's flash backend, one head per case, on the same inputs:",
             "# torch.compile(flex_attention) (default configuration, causal through a bottom-right block mask),",
             "# examples/triton/flash_forward.py, and where captured PyTorch's memory-efficient backend",
-            "# (o_efficient, lse_efficient padded to a multiple of 32 rows) (cuda/capture/triton_attention.py;",
-            "# tools/pack_attention_captures.py backends).",
+            "# (o_efficient, lse_efficient padded to a multiple of 32 rows) and cuDNN backend (o_cudnn, lse_cudnn)",
+            "# (cuda/capture/triton_attention.py; tools/pack_attention_captures.py backends).",
             "# " + gpu + f" Triton {v['triton']}.",
             "# case NAME BATCH HEADS QUERY_ROWS KEY_ROWS HEAD_DIM CAUSAL SCALE SPLITS HEAD (as in ../attention/MANIFEST; SPLITS 1)",
             "# file FNV1A64 PATH",
         ]
         arrays = ("q", "k", "v", "o_flex", "lse_flex", "o_triton_example", "lse_triton_example", "o_efficient",
-                  "lse_efficient")
+                  "lse_efficient", "o_cudnn", "lse_cudnn")
     else:
         lines = [
             "# Flash-attention captures: PyTorch's SDPA flash backend, one head per case (tools/pack_attention_captures.py).",

@@ -349,15 +349,22 @@ class row_slab {
   void finish_row(int r, std::span<float32> o_row, float32& lse, float32 sum_zero_lse) const {
     const std::size_t base = static_cast<std::size_t>(r) * 4;
     const float32* acc = o_.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(d_);
-    // Allreduce<4>: xor 2, then xor 1 (block_sum_then_fma keeps the joined sum in the first slot).
-    const float32 sum = kernel_.row_sum == row_sum_rule::block_sum_then_fma
-                            ? sums_[base]
-                            : ptx::add_f32(ptx::add_f32(sums_[base], sums_[base + 2]), ptx::add_f32(sums_[base + 1], sums_[base + 3]));
+    // FA2's Allreduce<4>: xor 2, then xor 1; cuDNN's shuffles xor 1, then xor 2;
+    // the per-block rules keep the joined sum in the first slot.
+    const float32 sum =
+        kernel_.row_sum == row_sum_rule::thread_partials_across_blocks
+            ? ptx::add_f32(ptx::add_f32(sums_[base], sums_[base + 2]), ptx::add_f32(sums_[base + 1], sums_[base + 3]))
+        : kernel_.row_sum == row_sum_rule::thread_block_sums_fma
+            ? add(add(sums_[base], sums_[base + 1]), add(sums_[base + 2], sums_[base + 3]))
+            : sums_[base];
     float32 inverse = from_host(1.0f);
     if (kernel_.normalize == normalization::reciprocal_then_multiply) {
       const bool degenerate = to_host(sum) == 0.0f || sum.is_nan();
       if (!degenerate) inverse = div(from_host(1.0f), sum, ptx::gpu_environment()).result;
       for (int c = 0; c < d_; ++c) o_row[static_cast<std::size_t>(c)] = ptx::mul_f32(acc[c], inverse);
+    } else if (kernel_.normalize == normalization::rcp_approx_then_multiply) {
+      inverse = to_host(sum) == 0.0f ? float32::zero() : ptx::rcp_approx_ftz(sum, tables_);
+      for (int c = 0; c < d_; ++c) o_row[static_cast<std::size_t>(c)] = mul(acc[c], inverse);
     } else {
       const float32 divisor = to_host(sum) == 0.0f ? from_host(1.0f) : sum;  // tl.where(l == 0, 1, l)
       inverse = divisor;
@@ -366,6 +373,10 @@ class row_slab {
     if (kernel_.lse == lse_formula::flash2) {
       const bool degenerate = to_host(sum) == 0.0f || sum.is_nan();
       lse = degenerate ? sum_zero_lse : log_sum_exp(maxima_[static_cast<std::size_t>(r)].value(), sum);
+    } else if (kernel_.lse == lse_formula::max_ln2_plus_lg2_ln2) {
+      const float32 ln2 = float32::from_bits(0x3F317218u);
+      lse = to_host(sum) == 0.0f ? negative_infinity
+                                 : fma(exponent_max_[static_cast<std::size_t>(r)], ln2, mul(ptx::lg2_approx_ftz(sum, tables_), ln2));
     } else if (kernel_.lse == lse_formula::max_over_log2e_plus_logf) {
       // CUTLASS's epilogue: mi -inf taken as 0, s 0 as 1, mi / log2(e) an IEEE division.
       const float32 m = exponent_max_[static_cast<std::size_t>(r)];
@@ -458,30 +469,30 @@ class row_slab {
     const bool scaled_scores = kernel_.placement == scale_placement::scores;
     // FlexAttention: qk *= SM_SCALE; mask; *= RCP_LN2. The raw scores otherwise.
     if (scaled_scores)
-      for (std::size_t j = 0; j < bn; ++j) s[j] = ptx::mul_f32(s[j], kernel_.scale);
+      for (std::size_t j = 0; j < bn; ++j) s[j] = mul(s[j], kernel_.scale);
     mask_block(kernel_, shape, row, block, std::span<float32>(s, bn));
     if (scaled_scores)
-      for (std::size_t j = 0; j < bn; ++j) s[j] = ptx::mul_f32(s[j], kernel_.log2_e);
+      for (std::size_t j = 0; j < bn; ++j) s[j] = mul(s[j], kernel_.log2_e);
     float32 block_max = s[0];
     for (std::size_t j = 1; j < bn; ++j) block_max = fmnmx_max(block_max, s[j]);
-    if (!scaled_scores) block_max = ptx::mul_f32(block_max, kernel_.scale_log2);  // tl.max(qk, 1) * qk_scale
+    if (!scaled_scores) block_max = mul(block_max, kernel_.scale_log2);  // tl.max(qk, 1) * qk_scale
     const float32 previous = exponent_max_[ur];
     const float32 m = fmnmx_max(previous, block_max);
     exponent_max_[ur] = m;
     const float32 shift =
         kernel_.masked_max == masked_max_rule::zero_shift && m == negative_infinity ? float32::zero() : m;
-    const float32 alpha = ex2(ptx::sub_f32(previous, shift));
+    const float32 alpha = ex2(sub(previous, shift));
     const bool rescale = kernel_.rescale == rescale_rule::every_block || m.bits != previous.bits;
     if (rescale && alpha.bits != 0x3F800000u) {  // times exactly 1 leaves every O as it is
       float32* o = o_.data() + ur * static_cast<std::size_t>(d_);
-      for (int c = 0; c < d_; ++c) o[c] = ptx::mul_f32(o[c], alpha);
+      for (int c = 0; c < d_; ++c) o[c] = mul(o[c], alpha);
     }
     const float32 negative_shift = float32::from_bits(shift.bits ^ 0x80000000u);
     std::vector<float32>& row_p = row_p_;
     for (std::size_t j = 0; j < bn; ++j) {
-      row_p[j] = scaled_scores          ? ptx::sub_f32(s[j], shift)
-                 : kernel_.unfused_scale ? ptx::sub_f32(ptx::mul_f32(s[j], kernel_.scale_log2), shift)
-                                         : ptx::fma_f32(s[j], kernel_.scale_log2, negative_shift);
+      row_p[j] = scaled_scores          ? sub(s[j], shift)
+                 : kernel_.unfused_scale ? sub(mul(s[j], kernel_.scale_log2), shift)
+                                         : fma(s[j], kernel_.scale_log2, negative_shift);
       ptx::prefetch_ex2(row_p[j], tables_);
     }
     for (std::size_t j = 0; j < bn; ++j) {
@@ -492,22 +503,42 @@ class row_slab {
     if (sinks_ != nullptr && sinks_->softmax && row < shape.query_rows)
       sinks_->softmax(softmax_block_event{row, split_, block, block_max, m, alpha, 0, std::span<const float32>(s, bn),
                                           row_p, row_p_bf16_});
-    float32& sum = sums_[ur * 4];
-    if (kernel_.row_sum == row_sum_rule::warp_slices_then_add) {
-      add_warp_slices(sum, rescale ? std::optional<float32>(alpha) : std::nullopt);
-      return;
-    }
-    // tl.sum: thread t adds its columns 8 nj + 2 t + {0, 1} in order from the
-    // first, then the butterfly joins (t0 + t2) + (t1 + t3).
-    std::array<float32, 4> partial{};
-    for (std::size_t t = 0; t < 4; ++t)
-      for (std::size_t nj = 0; nj < bn / 8; ++nj)
-        for (std::size_t jj = 0; jj < 2; ++jj) {
-          const float32 x = row_p[nj * 8 + 2 * t + jj];
-          partial[t] = nj + jj == 0 ? x : ptx::add_f32(partial[t], x);
+    float32* sums = sums_.data() + ur * 4;
+    switch (kernel_.row_sum) {
+      case row_sum_rule::warp_slices_then_add:
+        add_warp_slices(sums[0], rescale ? std::optional<float32>(alpha) : std::nullopt);
+        return;
+      case row_sum_rule::thread_block_sums_fma:
+        // Each thread's block sum from +0, folded into its own l_t.
+        for (std::size_t t = 0; t < 4; ++t) {
+          float32 partial = float32::zero();
+          for (std::size_t nj = 0; nj < bn / 8; ++nj)
+            for (std::size_t jj = 0; jj < 2; ++jj) partial = add(partial, row_p[nj * 8 + 2 * t + jj]);
+          sums[t] = fma(alpha, sums[t], partial);
         }
-    const float32 block_sum = ptx::add_f32(ptx::add_f32(partial[0], partial[2]), ptx::add_f32(partial[1], partial[3]));
-    sum = rescale ? ptx::fma_f32(sum, alpha, block_sum) : ptx::add_f32(sum, block_sum);
+        return;
+      default: {
+        // tl.sum: thread t adds its columns 8 nj + 2 t + {0, 1} in order from the
+        // first, then the butterfly joins (t0 + t2) + (t1 + t3).
+        std::array<float32, 4> partial{};
+        for (std::size_t t = 0; t < 4; ++t)
+          for (std::size_t nj = 0; nj < bn / 8; ++nj)
+            for (std::size_t jj = 0; jj < 2; ++jj) {
+              const float32 x = row_p[nj * 8 + 2 * t + jj];
+              partial[t] = nj + jj == 0 ? x : add(partial[t], x);
+            }
+        const float32 block_sum = add(add(partial[0], partial[2]), add(partial[1], partial[3]));
+        sums[0] = rescale ? fma(sums[0], alpha, block_sum) : add(sums[0], block_sum);
+      }
+    }
+  }
+
+  // The fp32 operations of the exponent-units path, .ftz when the kernel's are.
+  float32 mul(float32 a, float32 b) const { return ptx::mul_f32(a, b, rounding_mode::nearest_even, kernel_.alu_ftz); }
+  float32 add(float32 a, float32 b) const { return ptx::add_f32(a, b, rounding_mode::nearest_even, kernel_.alu_ftz); }
+  float32 sub(float32 a, float32 b) const { return ptx::sub_f32(a, b, rounding_mode::nearest_even, kernel_.alu_ftz); }
+  float32 fma(float32 a, float32 b, float32 c) const {
+    return ptx::fma_f32(a, b, c, rounding_mode::nearest_even, kernel_.alu_ftz);
   }
 
   // row_sum_rule::warp_slices_then_add on the row's P in row_p_: l times

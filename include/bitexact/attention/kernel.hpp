@@ -61,6 +61,10 @@ enum class row_sum_rule {
   // 8j + 2t + {0,1}, joined as (t0 + t1) + (t2 + t3); l times alpha (one FMUL,
   // only when the max grew), then each warp's sum added in column order.
   warp_slices_then_add,
+  // cuDNN's generated Hopper kernel: each thread's block sum from +0 over its
+  // columns 8j + 2t + {0,1}, kept per thread as l_t = FFMA(alpha, l_t, sum),
+  // the four joined once at the end as (l_0 + l_1) + (l_2 + l_3).
+  thread_block_sums_fma,
 };
 
 // When O and the row sums are multiplied by alpha.
@@ -80,6 +84,7 @@ enum class masked_max_rule {
 enum class normalization {
   reciprocal_then_multiply,  // FA2: O * RN(1 / l), the inverse 1 when l is 0 or NaN
   div_full_f32,              // Triton's O / l (div.full.f32), l replaced by 1 when it is 0
+  rcp_approx_then_multiply,  // cuDNN's O * MUFU.RCP(l), 0 when l is 0
 };
 
 // How L, the row's logsumexp, is formed.
@@ -89,6 +94,8 @@ enum class lse_formula {
   // RN(RN(m / log2_e) + __nv_logf(l)), natural-log units, m -inf taken as 0 and
   // l 0 as 1 (CUTLASS's memory-efficient kernel)
   max_over_log2e_plus_logf,
+  // FFMA(m, RN(ln 2), RN(lg2.approx(l) * RN(ln 2))), natural-log units, -inf for l 0 (cuDNN)
+  max_ln2_plus_lg2_ln2,
 };
 
 // The split-KV path.
@@ -119,6 +126,8 @@ struct flash_kernel {
   normalization normalize = normalization::reciprocal_then_multiply;
   lse_formula lse = lse_formula::flash2;
   bool lse_natural_units = true;  // max_plus_log2f: multiplied by RN(ln 2) after (FlexAttention's wrapper)
+  // The exponent-units path's fp32 operations flush subnormals (.ftz, cuDNN's generated kernels).
+  bool alu_ftz = false;
   float32 scale{};       // natural-log units
   float32 scale_log2{};  // scale_placement::exponent: RN(scale * log2(e)), the exponent's scale
   float32 log2_e = from_host(1.44269504f);  // scale_placement::scores: the second multiply's constant
@@ -145,12 +154,17 @@ inline void check_arithmetic(const flash_kernel& kernel) {
   if (exponent_max != (kernel.masked_max != masked_max_rule::flash2))
     refuse("masked_max zero_shift or unshifted goes with max_units exponent, flash2 with max_units scores");
   if (exponent_max != (kernel.row_sum != row_sum_rule::thread_partials_across_blocks))
-    refuse("row_sum block_sum_then_fma or warp_slices_then_add goes with max_units exponent, "
+    refuse("row_sum block_sum_then_fma, warp_slices_then_add or thread_block_sums_fma goes with max_units exponent, "
            "thread_partials_across_blocks with scores");
+  if (kernel.row_sum == row_sum_rule::thread_block_sums_fma && kernel.rescale != rescale_rule::every_block)
+    refuse("row_sum thread_block_sums_fma rescales every block (rescale every_block)");
   if (exponent_max != (kernel.lse != lse_formula::flash2))
-    refuse("lse_formula max_plus_log2f or max_over_log2e_plus_logf goes with max_units exponent, flash2 with scores");
-  if (kernel.lse == lse_formula::max_over_log2e_plus_logf && !kernel.lse_natural_units)
-    refuse("lse_formula max_over_log2e_plus_logf is in natural units");
+    refuse("lse_formula max_plus_log2f, max_over_log2e_plus_logf or max_ln2_plus_lg2_ln2 goes with max_units exponent, "
+           "flash2 with scores");
+  if ((kernel.lse == lse_formula::max_over_log2e_plus_logf || kernel.lse == lse_formula::max_ln2_plus_lg2_ln2) &&
+      !kernel.lse_natural_units)
+    refuse("lse_formula max_over_log2e_plus_logf and max_ln2_plus_lg2_ln2 are in natural units");
+  if (kernel.alu_ftz && !exponent_max) refuse("alu_ftz is modelled with max_units exponent only");
   if (kernel.row_sum == row_sum_rule::warp_slices_then_add && kernel.block_n % 32 != 0)
     refuse("row_sum warp_slices_then_add needs block_n a multiple of 32");
   if (kernel.masked_max == masked_max_rule::flash2 && kernel.order != block_order::last_to_first)
@@ -203,6 +217,13 @@ inline int split_count_heuristic(int row_blocks, int slots, int key_blocks, int 
   return 1;
 }
 
+// How the exponent's scale c = scale * log2(e) is rounded to float.
+enum class scale_log2_source {
+  float_scale,    // RN(float scale * log2(e) in double) (FA2's set_params_fprop)
+  double_scale,   // RN(double scale * log2(e)) (a Triton launcher: scale * 1.4426950408889634 as a float argument)
+  float_product,  // RN(float scale * RN(log2 e)), one FMUL on the GPU (cuDNN's generated kernels)
+};
+
 // A kernel's tiles for one head dim: rows of a thread block, keys of a K/V block.
 struct tile_shape {
   int block_m = 0, block_n = 0;
@@ -218,10 +239,7 @@ struct kernel_description {
   std::map<int, tile_shape> tiles;  // by head dim; a head dim not listed is refused
   split_policy split = split_policy::none;
   std::map<int, tile_shape> split_tiles;
-  // The exponent's scale RN(scale * log2(e)) from the scale as a double (a
-  // Triton kernel's host code: scale * 1.4426950408889634 passed as a float
-  // argument) rather than from the float scale (FA2's set_params_fprop).
-  bool scale_log2_from_double = false;
+  scale_log2_source scale_log2_from = scale_log2_source::float_scale;
   // Calls with fewer query rows run another kernel (FlexAttention's decoding
   // kernel below 128 rows) and are refused.
   int min_query_rows = 1;  // flash2_heuristic: the split kernel's tiles, by head dim
@@ -261,9 +279,13 @@ inline flash_kernel resolve(const kernel_description& description, const attenti
   flash_kernel kernel = description.arithmetic;
   const double scale = call.scale ? *call.scale : 1.0 / std::sqrt(static_cast<double>(shape.head_dim));
   kernel.scale = from_host(static_cast<float>(scale));
-  kernel.scale_log2 = description.scale_log2_from_double
-                          ? from_host(static_cast<float>(scale * 1.4426950408889634))
-                          : softmax_scale_log2(kernel.scale);
+  switch (description.scale_log2_from) {
+    case scale_log2_source::float_scale: kernel.scale_log2 = softmax_scale_log2(kernel.scale); break;
+    case scale_log2_source::double_scale: kernel.scale_log2 = from_host(static_cast<float>(scale * 1.4426950408889634)); break;
+    case scale_log2_source::float_product:
+      kernel.scale_log2 = from_host(to_host(kernel.scale) * to_host(float32::from_bits(0x3FB8AA3Bu)));
+      break;
+  }
   if (call.splits && description.split != split_policy::flash2_heuristic && *call.splits != 1)
     throw std::invalid_argument("kernel " + description.name + " has no split-KV path (split is none)");
   kernel.splits = 1;

@@ -33,23 +33,28 @@ inline const table<block_order> block_orders{{"last_to_first", block_order::last
 inline const table<scale_placement> placements{{"exponent", scale_placement::exponent},
                                                {"scores", scale_placement::scores}};
 inline const table<bool> exponent_forms{{"mul_then_sub", true}, {"fma", false}};  // unfused_scale
-inline const table<bool> scale_log2_sources{{"float_scale", false}, {"double_scale", true}};
+inline const table<scale_log2_source> scale_log2_sources{{"float_scale", scale_log2_source::float_scale},
+                                                         {"double_scale", scale_log2_source::double_scale},
+                                                         {"float_product", scale_log2_source::float_product}};
 inline const table<max_units> units{{"scores", max_units::scores}, {"exponent", max_units::exponent}};
 inline const table<exponential_unit> exponentials{{"ex2.approx.f32", exponential_unit::ex2_approx_f32},
                                                   {"ex2.approx.ftz.f32", exponential_unit::ex2_approx_ftz_f32}};
 inline const table<row_sum_rule> row_sums{{"thread_partials_across_blocks", row_sum_rule::thread_partials_across_blocks},
                                           {"block_sum_then_fma", row_sum_rule::block_sum_then_fma},
-                                          {"warp_slices_then_add", row_sum_rule::warp_slices_then_add}};
+                                          {"warp_slices_then_add", row_sum_rule::warp_slices_then_add},
+                                          {"thread_block_sums_fma", row_sum_rule::thread_block_sums_fma}};
 inline const table<rescale_rule> rescales{{"every_block", rescale_rule::every_block},
                                           {"when_max_changes", rescale_rule::when_max_changes}};
 inline const table<masked_max_rule> masked_maxima{{"flash2", masked_max_rule::flash2},
                                                   {"zero_shift", masked_max_rule::zero_shift},
                                                   {"unshifted", masked_max_rule::unshifted}};
 inline const table<normalization> normalizations{{"reciprocal_then_multiply", normalization::reciprocal_then_multiply},
-                                                 {"div.full.f32", normalization::div_full_f32}};
+                                                 {"div.full.f32", normalization::div_full_f32},
+                                                 {"rcp.approx.ftz.f32", normalization::rcp_approx_then_multiply}};
 inline const table<lse_formula> lse_formulas{{"flash2", lse_formula::flash2},
                                              {"max_plus_log2f", lse_formula::max_plus_log2f},
-                                             {"max_over_log2e_plus_logf", lse_formula::max_over_log2e_plus_logf}};
+                                             {"max_over_log2e_plus_logf", lse_formula::max_over_log2e_plus_logf},
+                                             {"max_ln2_plus_lg2_ln2", lse_formula::max_ln2_plus_lg2_ln2}};
 inline const table<bool> lse_units{{"natural", true}, {"log2", false}};
 inline const table<split_policy> split_policies{{"none", split_policy::none},
                                                 {"flash2_heuristic", split_policy::flash2_heuristic}};
@@ -195,7 +200,7 @@ inline kernel_description kernel_from_json(std::string_view text) {
   a.placement = fields.named("scale_placement", names::placements);
   if (a.placement == scale_placement::scores) a.log2_e = fields.number("log2_e");
   a.unfused_scale = fields.named("exponent", names::exponent_forms);
-  d.scale_log2_from_double = fields.named("scale_log2_from", names::scale_log2_sources);
+  d.scale_log2_from = fields.named("scale_log2_from", names::scale_log2_sources);
   a.max_in = fields.named("max_units", names::units);
   a.exponential = fields.named("exponential", names::exponentials);
   a.masked_max = fields.named("masked_max", names::masked_maxima);
@@ -205,6 +210,7 @@ inline kernel_description kernel_from_json(std::string_view text) {
   a.normalize = fields.named("normalization", names::normalizations);
   a.lse = fields.named("lse_formula", names::lse_formulas);
   a.lse_natural_units = fields.named("lse_units", names::lse_units);
+  if (fields.has("alu_ftz")) a.alu_ftz = fields.boolean("alu_ftz");
   if (fields.has("stabilize")) {
     detail::json_fields rule(fields.take("stabilize"), "stabilize");
     stabilized_max stabilize;
@@ -264,7 +270,7 @@ inline nlohmann::ordered_json kernel_to_json(const kernel_description& d) {
   j["scale_placement"] = names::name_of(names::placements, a.placement);
   if (a.placement == scale_placement::scores) j["log2_e"] = static_cast<double>(to_host(a.log2_e));
   j["exponent"] = names::name_of(names::exponent_forms, a.unfused_scale);
-  j["scale_log2_from"] = names::name_of(names::scale_log2_sources, d.scale_log2_from_double);
+  j["scale_log2_from"] = names::name_of(names::scale_log2_sources, d.scale_log2_from);
   j["max_units"] = names::name_of(names::units, a.max_in);
   j["exponential"] = names::name_of(names::exponentials, a.exponential);
   j["masked_max"] = names::name_of(names::masked_maxima, a.masked_max);
@@ -274,6 +280,7 @@ inline nlohmann::ordered_json kernel_to_json(const kernel_description& d) {
   j["normalization"] = names::name_of(names::normalizations, a.normalize);
   j["lse_formula"] = names::name_of(names::lse_formulas, a.lse);
   j["lse_units"] = names::name_of(names::lse_units, a.lse_natural_units);
+  if (a.alu_ftz) j["alu_ftz"] = true;
   if (a.stabilize)
     j["stabilize"] = {{"beta", static_cast<double>(to_host(a.stabilize->beta))},
                       {"epsilon", static_cast<double>(to_host(a.stabilize->epsilon))},

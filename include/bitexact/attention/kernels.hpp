@@ -113,6 +113,39 @@ inline kernel_description pytorch_sdpa_efficient_sm90_description() {
   return d;
 }
 
+// PyTorch 2.11's scaled_dot_product_attention cuDNN backend on sm_90 (cuDNN
+// 9.19): the kernel cuDNN generates at run time,
+// cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128xd,
+// read in its SASS (Nsight Compute prints it: cuda/capture/cudnn_sass.sh):
+// 64 x 128 tiles, wgmma (HGMMA 64x128x16 for S, 64xdx16 for P V); c =
+// FMUL(scale, 0x3FB8AA3B) on the GPU; the max in the exponent's units;
+// P = MUFU.EX2(FMUL(S, c) - m), every fp32 operation .ftz; each thread's
+// block sum from +0 folded into its own l_t by one FFMA, the four joined
+// (l_0 + l_1) + (l_2 + l_3) at the end; O * MUFU.RCP(l); L = FFMA(m, ln 2,
+// MUFU.LG2(l) * ln 2). Captures: every O element; L but for the two rows of
+// a one-row causal call at d 128, 1 ulp off (docs/why-kernels-disagree.md).
+inline kernel_description pytorch_sdpa_cudnn_sm90_description() {
+  kernel_description d;
+  d.name = "pytorch_sdpa_cudnn_sm90";
+  d.summary = "torch 2.11's cuDNN backend (cuDNN 9.19's generated sm90 flash kernel) on sm_90 (L 1 ulp off in a "
+              "one-row causal call at d 128)";
+  d.tiles = {{64, {64, 128}}, {128, {64, 128}}};
+  d.scale_log2_from = scale_log2_source::float_product;
+  flash_kernel& a = d.arithmetic;
+  a.order = block_order::first_to_last;
+  a.placement = scale_placement::exponent;
+  a.unfused_scale = true;
+  a.max_in = max_units::exponent;
+  a.exponential = exponential_unit::ex2_approx_ftz_f32;
+  a.masked_max = masked_max_rule::zero_shift;
+  a.row_sum = row_sum_rule::thread_block_sums_fma;
+  a.normalize = normalization::rcp_approx_then_multiply;
+  a.lse = lse_formula::max_ln2_plus_lg2_ln2;
+  a.lse_natural_units = true;
+  a.alu_ftz = true;
+  return d;
+}
+
 // What a preset name stands for.
 enum class preset_kind {
   gpu_kernel,                  // a kernel_description, run by flash_forward
@@ -138,6 +171,7 @@ inline std::span<const preset> presets() {
        pytorch_sdpa_flash_sm90_stabilized_across_blocks_description},
       {"flex_attention_sm90", preset_kind::gpu_kernel, "", flex_attention_sm90_description},
       {"pytorch_sdpa_efficient_sm90", preset_kind::gpu_kernel, "", pytorch_sdpa_efficient_sm90_description},
+      {"pytorch_sdpa_cudnn_sm90", preset_kind::gpu_kernel, "", pytorch_sdpa_cudnn_sm90_description},
       {"paper_reference", preset_kind::paper_reference,
        "the paper's own flash attention in PyTorch (attention.py, 512 x 512 tiles, under bf16 autocast as its "
        "train.py runs it; not a GPU kernel's bits)"},

@@ -47,8 +47,10 @@ constexpr std::string_view attention_help =
     "with what the GPU wrote.\n"
     "\n"
     "Q, K, V: NumPy .npy files (numpy.save), shape [B, H, N, d] or [N, d] (one head). K and\n"
-    "V have one shape; Q's N may differ from K's, but not with --causal (PyTorch refuses\n"
-    "that too); d is 64 or 128 for the GPU kernel presets. Elements are bf16 bit patterns\n"
+    "V have one shape; Q's N may differ from K's (with --causal, row i sees keys up to\n"
+    "i + N_k - N_q, bottom-right, for the kernels whose description says causal_alignment\n"
+    "bottom_right; the others refuse it); d is 64 or 128 for the GPU kernel presets.\n"
+    "Elements are bf16 bit patterns\n"
     "as uint16 or int16 (x.view(torch.int16).cpu().numpy()), or float32 only if every\n"
     "value is exactly a bf16 value (its low 16 bits are zero, as x.float() of a bf16\n"
     "tensor gives); any other float32 is refused, naming the file and the first index\n"
@@ -432,9 +434,10 @@ attention_problem read_problem(const attention_options& options) {
          (p.q.file_shape.size() == 4 ? fmt::format("[{}, {}, N, {}]", p.q.batch, p.q.heads, p.q.head_dim)
                                      : fmt::format("[N, {}]", p.q.head_dim)) +
          " to match Q's " + shape_text(p.q.file_shape));
-  if (options.causal && p.q.rows != p.k.rows)
-    fail(fmt::format("attention: --causal needs as many query rows as key rows (PyTorch refuses causal attention "
-                     "otherwise), but Q has {} and K has {}",
+  // A GPU kernel's description says which causal calls it models (resolve refuses the others).
+  if (options.causal && p.q.rows != p.k.rows && !options.kernel.gpu_kernel() && !options.compare)
+    fail(fmt::format("attention: --causal needs as many query rows as key rows for the paper_reference presets, "
+                     "but Q has {} and K has {}",
                      p.q.rows, p.k.rows));
   p.four_d = p.q.file_shape.size() == 4;
   p.head_shape = {1, 1, static_cast<int>(p.q.rows), static_cast<int>(p.k.rows), static_cast<int>(p.q.head_dim),

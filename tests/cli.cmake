@@ -565,7 +565,8 @@ bitexact_cli_test(attention_error_k_head_dim RC 2 ARGS attention
 bitexact_cli_test(attention_error_expect_lse_shape RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
   --expect-lse ${n17}/o.npy ONE_LINE_ERROR ERROR_CONTAINS "o.npy: L has shape [17, 64]; expected [17]")
 bitexact_cli_test(attention_error_causal_lengths RC 2 ARGS attention ${n17}/q.npy ${n1000}/k.npy ${n1000}/v.npy --causal
-  ONE_LINE_ERROR ERROR_CONTAINS "--causal needs as many query rows as key rows" "Q has 17 and K has 1000")
+  --preset paper_reference ONE_LINE_ERROR
+  ERROR_CONTAINS "--causal needs as many query rows as key rows for the paper_reference presets" "Q has 17 and K has 1000")
 bitexact_cli_test(attention_error_unknown_preset RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
   --preset flash3 ONE_LINE_ERROR ERROR_CONTAINS "unknown preset 'flash3'; the presets are: pytorch_sdpa_flash_sm90")
 bitexact_cli_test(attention_error_splits RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy --splits 129
@@ -732,3 +733,12 @@ bitexact_cli_test(attention_cudnn ARGS attention ${triton_head}/q.npy ${triton_h
   --causal --preset pytorch_sdpa_cudnn_sm90 --expect-o ${triton_head}/o_cudnn.npy --expect-lse ${triton_head}/lse_cudnn.npy
   CONTAINS "preset pytorch_sdpa_cudnn_sm90: 1 split (no split-KV path), tiles 64 rows x 128 keys"
   "O: 32768 elements compared, 0 mismatches" "L: 512 elements compared, 0 mismatches")
+# A bottom-right causal mask with fewer queries than keys: FlexAttention (through its block mask) and the example.
+set(causal_300 ${CMAKE_CURRENT_LIST_DIR}/data/attention_backends/d128_q300_k1000_causal_normal_h0)
+bitexact_cli_test(attention_flex_causal_300_1000 ARGS attention ${causal_300}/q.npy ${causal_300}/k.npy ${causal_300}/v.npy
+  --causal --preset flex_attention_sm90 --expect-o ${causal_300}/o_flex.npy --expect-lse ${causal_300}/lse_flex.npy
+  CONTAINS "Q [300, 128], K and V [1000, 128], causal" "O: 38400 elements compared, 0 mismatches"
+  "L: 300 elements compared, 0 mismatches")
+bitexact_cli_test(attention_error_efficient_causal_lengths RC 2 ARGS attention ${causal_300}/q.npy ${causal_300}/k.npy
+  ${causal_300}/v.npy --causal --preset pytorch_sdpa_efficient_sm90 ONE_LINE_ERROR
+  ERROR_CONTAINS "kernel pytorch_sdpa_efficient_sm90: causal needs as many query rows as key rows")

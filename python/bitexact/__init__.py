@@ -578,9 +578,6 @@ def attention(q, k, v, *, preset=None, kernel=None, causal=False, scale=None, sp
     kernel = _kernel_text(kernel)
     q, k, v = _attention_operands(q, k, v)
     n, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
-    if causal and n != n_k:
-        raise ValueError(f"attention: causal needs as many query rows as keys (PyTorch refuses otherwise); "
-                         f"q has {n}, k {n_k}")
     batch, heads = q.shape[:2] if q.ndim == 4 else (1, 1)
     flat = [np.ascontiguousarray(x).reshape(-1) for x in (q, k, v)]
     o, lse = _bitexact._attention(*flat, batch, heads, n, n_k, d, causal, scale, splits, sm_count,

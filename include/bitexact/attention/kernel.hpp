@@ -224,6 +224,13 @@ enum class scale_log2_source {
   float_product,  // RN(float scale * RN(log2 e)), one FMUL on the GPU (cuDNN's generated kernels)
 };
 
+// A causal call with fewer query rows than keys (or more): which keys a row sees.
+enum class causal_alignment {
+  bottom_right,   // row i sees keys j <= i + N_k - N_q (flash-attention 2, the emulator's mask)
+  equal_lengths,  // the kernel is modelled for N_q = N_k only (the memory-efficient kernel aligns top-left,
+                  // which is not modelled; cuDNN's was not captured otherwise)
+};
+
 // A kernel's tiles for one head dim: rows of a thread block, keys of a K/V block.
 struct tile_shape {
   int block_m = 0, block_n = 0;
@@ -240,6 +247,7 @@ struct kernel_description {
   split_policy split = split_policy::none;
   std::map<int, tile_shape> split_tiles;
   scale_log2_source scale_log2_from = scale_log2_source::float_scale;
+  causal_alignment causal = causal_alignment::bottom_right;
   // Calls with fewer query rows run another kernel (FlexAttention's decoding
   // kernel below 128 rows) and are refused.
   int min_query_rows = 1;  // flash2_heuristic: the split kernel's tiles, by head dim
@@ -276,6 +284,10 @@ inline flash_kernel resolve(const kernel_description& description, const attenti
     throw std::invalid_argument("kernel " + description.name + " is described for " +
                                 std::to_string(description.min_query_rows) + " query rows or more, not " +
                                 std::to_string(shape.query_rows) + " (min_query_rows)");
+  if (shape.causal && shape.query_rows != shape.key_rows && description.causal == causal_alignment::equal_lengths)
+    throw std::invalid_argument("kernel " + description.name + ": causal needs as many query rows as key rows "
+                                "(causal_alignment equal_lengths), but Q has " + std::to_string(shape.query_rows) +
+                                " and K has " + std::to_string(shape.key_rows));
   flash_kernel kernel = description.arithmetic;
   const double scale = call.scale ? *call.scale : 1.0 / std::sqrt(static_cast<double>(shape.head_dim));
   kernel.scale = from_host(static_cast<float>(scale));

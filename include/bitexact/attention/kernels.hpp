@@ -97,6 +97,7 @@ inline kernel_description pytorch_sdpa_efficient_sm90_description() {
   d.name = "pytorch_sdpa_efficient_sm90";
   d.summary = "torch 2.11's memory-efficient kernels (CUTLASS sm80, mma.sync m16n8k8) on sm_90";
   d.tiles = {{64, {64, 64}}, {128, {64, 128}}};
+  d.causal = causal_alignment::equal_lengths;  // top-left aligned (advance_to_block), not modelled
   flash_kernel& a = d.arithmetic;
   a.tensor_core = sm90_tensor_core_k8;
   a.order = block_order::first_to_last;
@@ -131,6 +132,7 @@ inline kernel_description pytorch_sdpa_cudnn_sm90_description() {
               "one-row causal call at d 128)";
   d.tiles = {{64, {64, 128}}, {128, {64, 128}}};
   d.scale_log2_from = scale_log2_source::float_product;
+  d.causal = causal_alignment::equal_lengths;  // not captured with N_q != N_k
   flash_kernel& a = d.arithmetic;
   a.order = block_order::first_to_last;
   a.placement = scale_placement::exponent;

@@ -174,7 +174,7 @@ TEST_SUITE("attention") {
 
   TEST_CASE("a wrong description fails the replay") {
     // One field changed from what the kernel does; the replay must see it.
-    const auto fails = [](const kernel_description& wrong, const std::string& kernel, const char* what) {
+    const auto fails = [](const kernel_description& wrong, const std::string& kernel, const std::string& what) {
       const auto [compared, mismatches] = replay(wrong, kernel);
       MESSAGE(what << ": " << mismatches << " mismatches of " << compared);
       CHECK(mismatches > 0);

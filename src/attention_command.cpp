@@ -48,8 +48,8 @@ constexpr std::string_view attention_help =
     "\n"
     "Q, K, V: NumPy .npy files (numpy.save), shape [B, H, N, d] or [N, d] (one head). K and\n"
     "V have one shape; Q's N may differ from K's (with --causal, row i sees keys up to\n"
-    "i + N_k - N_q, bottom-right, for the kernels whose description says causal_alignment\n"
-    "bottom_right; the others refuse it); d is 64 or 128 for the GPU kernel presets.\n"
+    "i + N_k - N_q for the kernels whose description says causal_alignment bottom_right,\n"
+    "up to i for top_left); d is 64 or 128 for the GPU kernel presets.\n"
     "Elements are bf16 bit patterns\n"
     "as uint16 or int16 (x.view(torch.int16).cpu().numpy()), or float32 only if every\n"
     "value is exactly a bf16 value (its low 16 bits are zero, as x.float() of a bf16\n"
@@ -66,7 +66,8 @@ constexpr std::string_view attention_help =
     "  --compare A B       compute two GPU kernels (preset names or .json files) on the files\n"
     "                      and say how their O and L differ: how many elements, by how many\n"
     "                      ulps and in which direction, and for the first differing element\n"
-    "                      of O, which of its row's values part first (exit 1 if any differ)\n"
+    "                      of O, which of its row's values part first and, side by side, the\n"
+    "                      first key whose bf16 P differs (exit 1 if any differ)\n"
   "  --causal            the causal mask (is_causal=True)\n"
     "  --scale X           the softmax scale as PyTorch's scale= takes it: a decimal, read as\n"
     "                      a double (a Python float), rounded to float for the GPU kernel\n"
@@ -658,7 +659,7 @@ std::string describe_row(const attention_problem& p, std::size_t row) {
                                  m_block * kernel.block_m, std::min((m_block + 1) * kernel.block_m, shape.query_rows) - 1,
                                  key_blocks, key_blocks == 1 ? "" : "s", kernel.block_n);
   if (shape.causal) {
-    const long last_key = static_cast<long>(row) + shape.key_rows - shape.query_rows;
+    const long last_key = static_cast<long>(attention::detail::visible_keys(kernel, shape, static_cast<int>(row))) - 1;
     text += last_key < 0 ? "; causal: the row sees no key"
                          : fmt::format("; causal: the row sees keys 0..{}, its diagonal in block {}", last_key,
                                        last_key / kernel.block_n);
@@ -846,17 +847,39 @@ std::pair<std::uint64_t, std::size_t> compare(const attention_problem& p, std::s
   return {mismatches, first};
 }
 
+// How a kernel took one key's P into P V: in which block, against which
+// maximum, and the roundings to fp32 (the exponential) and to bf16.
+struct key_outcome {
+  int block = -1, visit = 0;  // visit: the block's place in the kernel's order, from 1
+  int max_key = -1;           // the key whose score was the running max the P was taken against
+  float32 max{}, p{};         // that max in the kernel's units; P in fp32
+  bfloat16 p_bf16{};
+};
+
 // One row of one head through a kernel, for --compare: its row sum, its
-// element's unnormalised O after the last block, O in fp32 and L.
+// element's unnormalised O after the last block, O in fp32 and L, and each
+// key's P.
 struct row_outcome {
   float32 sum{}, unnormalised{}, normalised{}, lse{};
   std::string blocks;  // the K/V blocks in the order the kernel visited them
+  std::vector<key_outcome> keys;
 };
 
 struct row_recorder {
   int row = 0;
   std::size_t col = 0;
   row_outcome* out = nullptr;
+  int visits = 0, max_key = -1;
+  float max_score = -INFINITY;  // the largest score seen so far, in the kernel's units (a monotone map of the raw)
+  void on(const attention::softmax_block_event& e) {
+    if (e.row != row) return;
+    ++visits;
+    const std::size_t first = static_cast<std::size_t>(e.block) * e.scores.size();
+    for (std::size_t j = 0; j < e.scores.size(); ++j)
+      if (to_host(e.scores[j]) > max_score) max_score = to_host(e.scores[j]), max_key = static_cast<int>(first + j);
+    for (std::size_t j = 0; j < e.scores.size() && first + j < out->keys.size(); ++j)
+      out->keys[first + j] = {e.block, visits, max_key, e.running_max, e.p[j], e.p_bf16[j]};
+  }
   void on(const attention::output_block_event& e) {
     if (e.row != row) return;
     out->unnormalised = e.o[col];
@@ -875,6 +898,7 @@ row_outcome trace_row(const attention_problem& p, std::size_t head, std::size_t 
   std::vector<bfloat16> o(rows * d);
   std::vector<float32> lse(rows);
   row_outcome out;
+  out.keys.resize(keys);
   attention::flash_forward_head(p.kernel, p.head_shape, std::span<const bfloat16>(p.q.values).subspan(head * rows * d, rows * d),
                                 std::span<const bfloat16>(p.k.values).subspan(head * keys * d, keys * d),
                                 std::span<const bfloat16>(p.v.values).subspan(head * keys * d, keys * d), o, lse,
@@ -926,6 +950,37 @@ void print_differences(std::string_view name, std::string_view unit, const std::
               static_cast<unsigned long long>(above), static_cast<unsigned long long>(differ - above - nan));
 }
 
+// The first key, in key order, whose P enters P V as another bf16 number in
+// the two kernels, side by side: the block that held it and when the kernel
+// visited it, the running max it was taken against (the key whose score that
+// is, and the max in each kernel's own units), P in fp32 and its rounding.
+void print_first_key_apart(const row_outcome& a, const row_outcome& b) {
+  std::size_t key = 0;
+  while (key < a.keys.size() && (a.keys[key].block < 0 || a.keys[key].p_bf16.bits == b.keys[key].p_bf16.bits)) ++key;
+  if (key == a.keys.size()) {
+    std::printf("  every key's P enters P V as the same bf16 number in both kernels\n");
+    return;
+  }
+  const key_outcome &x = a.keys[key], &y = b.keys[key];
+  std::printf("  first key whose bf16 P differs: key %zu\n", key);
+  const auto side = [](const char* name, const key_outcome& k) {
+    const bfloat16 rounded = k.p_bf16;
+    const double error = to_double(rounded) - to_double(k.p);
+    std::printf("    %s block %d, visited %d%s; max of the keys seen so far: key %d's score, %s in its units\n"
+                "      P %s -> bf16 %s (%s)\n",
+                name, k.block, k.visit, k.visit == 1 ? "st" : k.visit == 2 ? "nd" : k.visit == 3 ? "rd" : "th", k.max_key,
+                value_text(k.max).c_str(), value_text(k.p).c_str(), value_text(rounded).c_str(),
+                std::isnan(error) ? "NaN" : error == 0 ? "exact" : error > 0 ? "rounded up" : "rounded down");
+  };
+  side("A", x);
+  side("B", y);
+  std::printf("    %s\n", x.max_key != y.max_key
+                               ? "the kernels had seen different keys: each rounds this P against another maximum, "
+                                 "and the later rescaling by alpha does not undo the rounding"
+                               : "the same maximum: the exponent's arithmetic (its units, a fused or rounded multiply, "
+                                 "the exponential) gives another fp32 P");
+}
+
 // Which of a row's values part first between two kernels, for one element.
 void print_where_rows_part(const std::array<attention_problem, 2>& problems, const std::array<bfloat16, 2>& results,
                            std::size_t head, std::size_t row, std::size_t col) {
@@ -945,6 +1000,7 @@ void print_where_rows_part(const std::array<attention_problem, 2>& problems, con
                   ? "in the unnormalised O (P, its rescaling or the P V steps); the row sums agree"
                   : a.normalised.bits != b.normalised.bits ? "in the normalisation; the row sum and unnormalised O agree"
                                                            : "in the bf16 conversion; every fp32 value agrees");
+  print_first_key_apart(a, b);
 }
 
 // --compare A B: both kernels on the files, how their O and L differ, and for

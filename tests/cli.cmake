@@ -739,6 +739,18 @@ bitexact_cli_test(attention_flex_causal_300_1000 ARGS attention ${causal_300}/q.
   --causal --preset flex_attention_sm90 --expect-o ${causal_300}/o_flex.npy --expect-lse ${causal_300}/lse_flex.npy
   CONTAINS "Q [300, 128], K and V [1000, 128], causal" "O: 38400 elements compared, 0 mismatches"
   "L: 300 elements compared, 0 mismatches")
-bitexact_cli_test(attention_error_efficient_causal_lengths RC 2 ARGS attention ${causal_300}/q.npy ${causal_300}/k.npy
-  ${causal_300}/v.npy --causal --preset pytorch_sdpa_efficient_sm90 ONE_LINE_ERROR
-  ERROR_CONTAINS "kernel pytorch_sdpa_efficient_sm90: causal needs as many query rows as key rows")
+# SDPA's is_causal with N_q != N_k, top-left: the memory-efficient and cuDNN backends.
+bitexact_cli_test(attention_efficient_causal_300_1000 ARGS attention ${causal_300}/q.npy ${causal_300}/k.npy
+  ${causal_300}/v.npy --causal --preset pytorch_sdpa_efficient_sm90 --expect-o ${causal_300}/o_efficient.npy
+  CONTAINS "O: 38400 elements compared, 0 mismatches")  # its L has 320 rows, padded (the replay test reads it)
+set(causal_1000_300 ${CMAKE_CURRENT_LIST_DIR}/data/attention_backends/d64_q1000_k300_causal_normal_h1)
+bitexact_cli_test(attention_cudnn_causal_1000_300 ARGS attention ${causal_1000_300}/q.npy ${causal_1000_300}/k.npy
+  ${causal_1000_300}/v.npy --causal --preset pytorch_sdpa_cudnn_sm90 --expect-o ${causal_1000_300}/o_cudnn.npy
+  --expect-lse ${causal_1000_300}/lse_cudnn.npy
+  CONTAINS "Q [1000, 64], K and V [300, 64], causal" "O: 64000 elements compared, 0 mismatches"
+  "L: 1000 elements compared, 0 mismatches")
+# One query row: cuDNN runs its sm80 kernel, which no description models.
+set(n17 ${CMAKE_CURRENT_LIST_DIR}/data/attention/split_d64_n17_causal_normal_h1)
+bitexact_cli_test(attention_error_cudnn_one_row RC 2 ARGS attention ${CMAKE_CURRENT_LIST_DIR}/cli/attention_one_row_q.npy
+  ${n17}/k.npy ${n17}/v.npy --preset pytorch_sdpa_cudnn_sm90 ONE_LINE_ERROR
+  ERROR_CONTAINS "described for 17 query rows or more")

@@ -58,8 +58,8 @@ using test::read_bf16;
 // The heads of attention_backends/, every file's checksum checked; each is one head (batch = heads = 1).
 std::vector<captured_case> read_backend_heads() {
   test::captured_manifest manifest = test::read_manifest(backends_dir);
-  // 11 a case; the memory-efficient and cuDNN backends refused the causal call with N_q != N_k.
-  CHECK(manifest.files == 117);
+  // 11 a case, 7 in the one that only SDPA's backends ran (1000 queries, 300 keys, causal top-left).
+  CHECK(manifest.files == 11 * 11 + 7);
   for (captured_case& c : manifest.cases) c.shape.batch = c.shape.heads = 1;
   return manifest.cases;
 }
@@ -91,11 +91,11 @@ std::pair<std::uint64_t, std::uint64_t> replay(const kernel_description& descrip
   return {compared, mismatches};
 }
 
-// O and L elements of the eleven captured heads; the memory-efficient and
-// cuDNN backends have all but the causal 300 x 1000 one.
+// O and L elements of the eleven heads every kernel ran; the memory-efficient
+// and cuDNN backends also ran the causal 1000 x 300 one (a top-left mask).
 constexpr std::uint64_t captured_elements = 128 * 65 + 128 * 129 + 1000 * 65 + 300 * 129 + 300 * 65 + 512 * 65 +
                                             512 * 129 + 512 * 65 + 512 * 129 + 512 * 129 + 512 * 65;
-constexpr std::uint64_t efficient_elements = captured_elements - 300 * 129;
+constexpr std::uint64_t efficient_elements = captured_elements + 1000 * 65;
 
 }  // namespace
 
@@ -191,6 +191,10 @@ TEST_SUITE("attention") {
     kernel_description efficient = pytorch_sdpa_efficient_sm90_description();
     efficient.arithmetic.tensor_core = sm90_tensor_core;
     fails(efficient, "efficient", "efficient with 16-product steps");
+    // The memory-efficient kernel's causal mask aligned bottom-right (flash-attention's) instead of top-left.
+    efficient = pytorch_sdpa_efficient_sm90_description();
+    efficient.arithmetic.causal = causal_alignment::bottom_right;
+    fails(efficient, "efficient", "efficient with causal_alignment bottom_right");
     // cuDNN's kernel with Triton's per-block row sum instead of its per-thread sums.
     kernel_description cudnn = pytorch_sdpa_cudnn_sm90_description();
     cudnn.arithmetic.row_sum = row_sum_rule::block_sum_then_fma;

@@ -2,7 +2,9 @@
 """Every scenario of a cuda/capture/triton_attention.py capture through the
 `bitexact attention` command, for each backend whose output the capture holds,
 against the kernel's description: a Markdown table of the elements of O and L
-compared and the mismatches, per scenario and kernel, and the totals.
+compared and the mismatches, per scenario and kernel, and the totals; then
+how often the backends' O differ from one another, pair by pair (PyTorch's
+math backend included, which is captured but not described).
 
     python3 tools/check_backend_captures.py CAPTURE_DIR [BITEXACT]
 
@@ -50,6 +52,69 @@ def check(command, folder, scenario, kernel, scratch):
     return counts["O"] + counts["L"]
 
 
+def bf16_of_float64(x):
+    """Round float64 to bf16 once (to nearest, ties to even), as uint16 bits:
+    through float32, where a float32 that lands on a bf16 midpoint is moved by
+    the sign of what float32 dropped (no double rounding)."""
+    f = x.astype(np.float32)
+    u = f.view(np.uint32).astype(np.uint64)
+    low, base = u & 0xFFFF, u >> 16
+    up = (low > 0x8000) | ((low == 0x8000) & (base & 1 == 1))
+    midpoint = (low == 0x8000) & (x != f.astype(np.float64))
+    up = np.where(midpoint, np.abs(x) > np.abs(f.astype(np.float64)), up)
+    return np.where(np.isnan(f), 0x7FC0, base + up).astype(np.uint16)
+
+
+def float64_attention(folder, s):
+    """softmax(Q K^T scale) V in float64 from the captured bf16 inputs, rounded once to bf16."""
+    q, k, v = (((np.load(os.path.join(folder, f"{x}.npy")).astype(np.uint32) << 16).view(np.float32).astype(np.float64))
+               for x in "qkv")
+    scale = s["scale"] if s["scale"] is not None else 1 / np.sqrt(q.shape[-1])
+    scores = q @ np.swapaxes(k, -1, -2) * scale
+    if s["causal"]:  # top-left, as SDPA's is_causal
+        scores = np.where(np.tril(np.ones(scores.shape[-2:], dtype=bool)), scores, -np.inf)
+    with np.errstate(invalid="ignore", over="ignore"):
+        p = np.exp(scores - scores.max(-1, keepdims=True))
+        return bf16_of_float64((p @ v) / p.sum(-1, keepdims=True))
+
+
+def print_pairs(capture, manifest):
+    """The O elements that differ between each two backends, over the
+    scenarios where both ran; not the causal calls with N_q != N_k, whose
+    masks differ (bottom-right in flash, flex and the example, top-left in
+    SDPA's efficient, cuDNN and math)."""
+    names = [*KERNELS, "math"]
+    counts, exact = {}, {}
+    for s in manifest["scenarios"]:
+        if s["causal"] and s["N"] != s["NK"]:
+            continue
+        folder = os.path.join(capture, s["name"])
+        o = {k: np.load(os.path.join(folder, f"o_{k}.npy")) for k in names
+             if os.path.exists(os.path.join(folder, f"o_{k}.npy"))}
+        if s["kind"] != "special":  # NaN and inf rows: no one rounding to compare with
+            reference = float64_attention(folder, s)
+            for k, x in o.items():
+                tally = exact.setdefault(k, [0, 0])
+                tally[0] += int((x != reference).sum())
+                tally[1] += x.size
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                if a in o and b in o:
+                    pair = counts.setdefault((a, b), [0, 0])
+                    pair[0] += int((o[a] != o[b]).sum())
+                    pair[1] += o[a].size
+    print("\n| O elements differing | " + " | ".join(names[1:]) + " |")
+    print("| --- |" + " --- |" * (len(names) - 1))
+    for i, a in enumerate(names[:-1]):
+        cells = ["" if j <= i else "{:,} of {:,} ({:.1%})".format(*counts[(a, b)], counts[(a, b)][0] / counts[(a, b)][1])
+                 for j, b in enumerate(names) if j > 0]
+        print(f"| **{a}** | " + " | ".join(cells) + " |")
+    print("\n| O elements differing from float64 attention rounded once to bf16 (no NaN/inf scenarios) | " +
+          " | ".join(names) + " |")
+    print("| --- |" + " --- |" * len(names))
+    print("| | " + " | ".join("{:,} of {:,} ({:.2%})".format(*exact[k], exact[k][0] / exact[k][1]) for k in names) + " |")
+
+
 def main():
     if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
@@ -76,6 +141,7 @@ def main():
             print(f"| {s['name']} | " + " | ".join(cells) + " |", flush=True)
     print("| **total** (O + L: mismatches) | " + " | ".join(
         f"{t[0]:,} + {t[2]:,}: {t[1]} O, {t[3]} L" for t in totals.values()) + " |")
+    print_pairs(capture, manifest)
     v = manifest["versions"]
     print(f"\n{v['gpu']}, driver {v['nvidia_smi'].split(', ')[-1]}, torch {v['torch']}, CUDA {v['cuda']}, "
           f"Triton {v.get('triton')}, cuDNN {v.get('cudnn')}")

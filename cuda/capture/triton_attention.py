@@ -2,13 +2,16 @@
 """Captures attention kernels other than PyTorch's flash backend on the GPU:
 FlexAttention as torch.compile(flex_attention) runs it (a Triton template),
 the example Triton kernel of examples/triton/flash_forward.py, and, on the same
-inputs, PyTorch's SDPA flash, memory-efficient and cuDNN backends; plus a probe
+inputs, PyTorch's SDPA flash, memory-efficient, cuDNN and math backends; plus a probe
 of Triton's fp32 division (div.full.f32) and the generated code of both Triton
 kernels (Triton source, TTGIR, PTX, SASS) for reading.
 
 Run on the device machine from the repository root:
 
     python3 cuda/capture/triton_attention.py OUTDIR
+
+CAPTURE_SCENARIOS=REGEX and CAPTURE_KERNELS=a,b (of flex, triton_example,
+flash, efficient, cudnn, math) capture a part (no division probe then).
 
 OUTDIR gets one folder per scenario (q, k, v as uint16 bf16 patterns
 [B, H, N, d]; o_<kernel> likewise; lse_<kernel> float32 [B, H, N]; flex's
@@ -21,6 +24,7 @@ generator with fixed seeds, so a run reproduces them.
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -39,6 +43,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention  # noqa: E402
 
@@ -71,10 +76,17 @@ def scenarios():
         for causal in (False, True):
             out.append(dict(name=f"d{d}_q300_k1000_{'causal' if causal else 'full'}_normal", kind="normal", B=1, H=2,
                             N=300, NK=1000, d=d, causal=causal, scale=None))
+    # Appended after the first 36 so that their seeds stay: more query rows
+    # than keys, where a top-left causal mask (SDPA's) hides no row entirely.
+    for d in (64, 128):
+        for causal in (False, True):
+            out.append(dict(name=f"d{d}_q1000_k300_{'causal' if causal else 'full'}_normal", kind="normal", B=1, H=2,
+                            N=1000, NK=300, d=d, causal=causal, scale=None))
     for s in out:
         s["seed"] = seed
         seed += 1
-    return out
+    only = os.environ.get("CAPTURE_SCENARIOS")
+    return [s for s in out if only is None or re.search(only, s["name"])]
 
 
 def flex_call(q, k, v, s):
@@ -93,10 +105,12 @@ def flex_call(q, k, v, s):
 
 
 def sdpa(backend):
+    # SDPA's is_causal with N_q != N_k is top-left aligned (query row i sees
+    # keys j <= i) in the backends that take it; the flash backend refuses it.
     def call(q, k, v, s):
-        if s["causal"] and s["N"] != s["NK"]:
-            raise RuntimeError("SDPA's is_causal is top-left aligned for N_q != N_k; not captured")
         with sdpa_kernel([backend]):
+            if backend == SDPBackend.MATH:  # no L: the math path returns O alone
+                return F.scaled_dot_product_attention(q, k, v, is_causal=s["causal"], scale=s["scale"]), None
             if backend == SDPBackend.FLASH_ATTENTION:
                 o, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, s["causal"], False,
                                                                            scale=s["scale"])[:2]
@@ -116,7 +130,10 @@ KERNELS = {
     "flash": sdpa(SDPBackend.FLASH_ATTENTION),
     "efficient": sdpa(SDPBackend.EFFICIENT_ATTENTION),
     "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
+    "math": sdpa(SDPBackend.MATH),
 }
+if os.environ.get("CAPTURE_KERNELS"):
+    KERNELS = {name: KERNELS[name] for name in os.environ["CAPTURE_KERNELS"].split(",")}
 
 
 def kernel_names(fn):
@@ -127,7 +144,9 @@ def kernel_names(fn):
 
 
 def capture():
-    manifest = {"versions": dict(versions(), triton=triton.__version__), "scenarios": []}
+    manifest = {"versions": dict(versions(), triton=triton.__version__), "scenarios": [],
+                # False (the default): the math backend computes bf16 inputs in fp32.
+                "math_sdp_bf16_reduction": torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()}
     agreement = {}
     for s in scenarios():
         q, k, v = make_inputs(s["kind"], s["B"], s["H"], s["N"], s["d"], s["seed"], s["NK"])
@@ -144,15 +163,17 @@ def capture():
                 o2, lse2 = fn(qc, kc, vc, s)
                 torch.cuda.synchronize()
                 same = bool(torch.equal(o.view(torch.int16), o2.view(torch.int16)) and
-                            torch.equal(lse.view(torch.int32), lse2.view(torch.int32)))
+                            (lse is None or torch.equal(lse.view(torch.int32), lse2.view(torch.int32))))
                 launched = kernel_names(lambda: fn(qc, kc, vc, s)) if kname in ("flex", "triton_example") else []
             except Exception as e:  # a backend that refuses a shape is recorded, not fatal
                 entry["kernels"][kname] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
                 continue
             np.save(os.path.join(folder, f"o_{kname}.npy"), bits16(o))
-            np.save(os.path.join(folder, f"lse_{kname}.npy"), lse.float().contiguous().cpu().numpy())
+            if lse is not None:
+                np.save(os.path.join(folder, f"lse_{kname}.npy"), lse.float().contiguous().cpu().numpy())
             outs[kname] = bits16(o)
-            entry["kernels"][kname] = {"deterministic": same, "lse_shape": list(lse.shape), "launched": launched}
+            entry["kernels"][kname] = {"deterministic": same, "lse_shape": None if lse is None else list(lse.shape),
+                                       "launched": launched}
         names = sorted(outs)
         for i, a in enumerate(names):
             for b in names[i + 1:]:
@@ -219,5 +240,6 @@ def keep_generated():
 
 if __name__ == "__main__":
     capture()
-    division_probe()
+    if not os.environ.get("CAPTURE_SCENARIOS") and not os.environ.get("CAPTURE_KERNELS"):
+        division_probe()
     keep_generated()

@@ -177,10 +177,16 @@ inline void score_groups(const flash_kernel& kernel, const head_operands& head, 
   }
 }
 
-// mask.h: the keys a query row sees are [0, visible_keys): every key, or
-// (causal) those up to its bottom-right-aligned diagonal.
-inline int visible_keys(const attention_shape& shape, int row) {
-  return shape.causal ? std::min(shape.key_rows, row + 1 + shape.key_rows - shape.query_rows) : shape.key_rows;
+// How far the causal diagonal is shifted right: N_k - N_q bottom-right
+// aligned (mask.h), 0 top-left aligned.
+inline int causal_diagonal(const flash_kernel& kernel, const attention_shape& shape) {
+  return kernel.causal == causal_alignment::bottom_right ? shape.key_rows - shape.query_rows : 0;
+}
+
+// The keys a query row sees are [0, visible_keys): every key, or (causal)
+// those up to its diagonal.
+inline int visible_keys(const flash_kernel& kernel, const attention_shape& shape, int row) {
+  return shape.causal ? std::min(shape.key_rows, row + 1 + causal_diagonal(kernel, shape)) : shape.key_rows;
 }
 
 // How many of a split's K/V blocks, from the last one processed first, the
@@ -202,7 +208,7 @@ inline masking_plan masking_of(const flash_kernel& kernel, const attention_shape
 // A masking step: the block's scores of keys the row does not see become -inf.
 inline void mask_block(const flash_kernel& kernel, const attention_shape& shape, int row, int block,
                        std::span<float32> scores) {
-  const int limit = visible_keys(shape, row);
+  const int limit = visible_keys(kernel, shape, row);
   for (std::size_t j = 0; j < scores.size(); ++j)
     if (block * kernel.block_n + static_cast<int>(j) >= limit) scores[j] = negative_infinity;
 }
@@ -615,7 +621,7 @@ inline block_range blocks_of(const flash_kernel& kernel, const attention_shape& 
   const int per_split = ceil_div(key_blocks, kernel.splits);
   block_range range{split * per_split, std::min(key_blocks, (split + 1) * per_split)};
   if (shape.causal)
-    range.end = std::min(range.end, ceil_div((m_block + 1) * kernel.block_m + shape.key_rows - shape.query_rows, kernel.block_n));
+    range.end = std::min(range.end, ceil_div((m_block + 1) * kernel.block_m + causal_diagonal(kernel, shape), kernel.block_n));
   return range;
 }
 
@@ -649,9 +655,9 @@ inline std::vector<int> visit_order(const flash_kernel& kernel, const attention_
   std::vector<int> partial, full;
   for (int mask_block = 0; mask_block < ceil_div(shape.key_rows, size); ++mask_block) {
     const int first_key = mask_block * size;
-    if (visible_keys(shape, last_row) <= first_key) continue;  // no row sees a key of it
+    if (visible_keys(kernel, shape, last_row) <= first_key) continue;  // no row sees a key of it
     const bool whole = first_row + size <= shape.query_rows && first_key + size <= shape.key_rows &&
-                       visible_keys(shape, first_row) >= first_key + size;
+                       visible_keys(kernel, shape, first_row) >= first_key + size;
     (whole ? full : partial).push_back(mask_block);
   }
   for (const std::vector<int>* list : {&partial, &full}) {

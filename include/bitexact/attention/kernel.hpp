@@ -104,6 +104,13 @@ enum class split_policy {
   flash2_heuristic,  // flash-attention's num_splits_heuristic, the split kernel's tiles, the combine kernel
 };
 
+// A causal call with fewer query rows than keys (or more): which keys a row
+// sees. The two agree when N_q = N_k.
+enum class causal_alignment {
+  bottom_right,  // row i sees keys j <= i + N_k - N_q (flash-attention 2; a row may see none)
+  top_left,      // row i sees keys j <= i (scaled_dot_product_attention's is_causal)
+};
+
 // One call's kernel, resolved from a description and the call's shape: what
 // the emulator reads.
 struct flash_kernel {
@@ -132,6 +139,7 @@ struct flash_kernel {
   float32 scale_log2{};  // scale_placement::exponent: RN(scale * log2(e)), the exponent's scale
   float32 log2_e = from_host(1.44269504f);  // scale_placement::scores: the second multiply's constant
   std::optional<stabilized_max> stabilize;  // the paper's Algorithm 3; FA2 arithmetic only
+  causal_alignment causal = causal_alignment::bottom_right;
 };
 
 // FlashAttention-2's arithmetic throughout: the models built on its structure
@@ -224,13 +232,6 @@ enum class scale_log2_source {
   float_product,  // RN(float scale * RN(log2 e)), one FMUL on the GPU (cuDNN's generated kernels)
 };
 
-// A causal call with fewer query rows than keys (or more): which keys a row sees.
-enum class causal_alignment {
-  bottom_right,   // row i sees keys j <= i + N_k - N_q (flash-attention 2, the emulator's mask)
-  equal_lengths,  // the kernel is modelled for N_q = N_k only (the memory-efficient kernel aligns top-left,
-                  // which is not modelled; cuDNN's was not captured otherwise)
-};
-
 // A kernel's tiles for one head dim: rows of a thread block, keys of a K/V block.
 struct tile_shape {
   int block_m = 0, block_n = 0;
@@ -247,7 +248,6 @@ struct kernel_description {
   split_policy split = split_policy::none;
   std::map<int, tile_shape> split_tiles;
   scale_log2_source scale_log2_from = scale_log2_source::float_scale;
-  causal_alignment causal = causal_alignment::bottom_right;
   // Calls with fewer query rows run another kernel (FlexAttention's decoding
   // kernel below 128 rows) and are refused.
   int min_query_rows = 1;  // flash2_heuristic: the split kernel's tiles, by head dim
@@ -284,10 +284,6 @@ inline flash_kernel resolve(const kernel_description& description, const attenti
     throw std::invalid_argument("kernel " + description.name + " is described for " +
                                 std::to_string(description.min_query_rows) + " query rows or more, not " +
                                 std::to_string(shape.query_rows) + " (min_query_rows)");
-  if (shape.causal && shape.query_rows != shape.key_rows && description.causal == causal_alignment::equal_lengths)
-    throw std::invalid_argument("kernel " + description.name + ": causal needs as many query rows as key rows "
-                                "(causal_alignment equal_lengths), but Q has " + std::to_string(shape.query_rows) +
-                                " and K has " + std::to_string(shape.key_rows));
   flash_kernel kernel = description.arithmetic;
   const double scale = call.scale ? *call.scale : 1.0 / std::sqrt(static_cast<double>(shape.head_dim));
   kernel.scale = from_host(static_cast<float>(scale));

@@ -57,7 +57,7 @@ inline const table<lse_formula> lse_formulas{{"flash2", lse_formula::flash2},
                                              {"max_ln2_plus_lg2_ln2", lse_formula::max_ln2_plus_lg2_ln2}};
 inline const table<bool> lse_units{{"natural", true}, {"log2", false}};
 inline const table<causal_alignment> causal_alignments{{"bottom_right", causal_alignment::bottom_right},
-                                                       {"equal_lengths", causal_alignment::equal_lengths}};
+                                                       {"top_left", causal_alignment::top_left}};
 inline const table<split_policy> split_policies{{"none", split_policy::none},
                                                 {"flash2_heuristic", split_policy::flash2_heuristic}};
 // The tensor-core units by name (hardware/mma.hpp).
@@ -203,7 +203,7 @@ inline kernel_description kernel_from_json(std::string_view text) {
   if (a.placement == scale_placement::scores) a.log2_e = fields.number("log2_e");
   a.unfused_scale = fields.named("exponent", names::exponent_forms);
   d.scale_log2_from = fields.named("scale_log2_from", names::scale_log2_sources);
-  d.causal = fields.named("causal_alignment", names::causal_alignments);
+  a.causal = fields.named("causal_alignment", names::causal_alignments);
   a.max_in = fields.named("max_units", names::units);
   a.exponential = fields.named("exponential", names::exponentials);
   a.masked_max = fields.named("masked_max", names::masked_maxima);
@@ -274,7 +274,7 @@ inline nlohmann::ordered_json kernel_to_json(const kernel_description& d) {
   if (a.placement == scale_placement::scores) j["log2_e"] = static_cast<double>(to_host(a.log2_e));
   j["exponent"] = names::name_of(names::exponent_forms, a.unfused_scale);
   j["scale_log2_from"] = names::name_of(names::scale_log2_sources, d.scale_log2_from);
-  j["causal_alignment"] = names::name_of(names::causal_alignments, d.causal);
+  j["causal_alignment"] = names::name_of(names::causal_alignments, a.causal);
   j["max_units"] = names::name_of(names::units, a.max_in);
   j["exponential"] = names::name_of(names::exponentials, a.exponential);
   j["masked_max"] = names::name_of(names::masked_maxima, a.masked_max);

@@ -91,14 +91,14 @@ inline kernel_description flex_attention_sm90_description() {
 // shared-memory atomics); P = exp2f(t - m) (nvcc's non-FTZ wrapper); alpha only
 // when the max grew, l times alpha then each warp's 32 columns added; O *
 // RN(1 / l); L = RN(RN(m / log2 e) + logf(l)). Its causal mask is top-left
-// aligned, the same as ours only when N_q = N_k (the command refuses others).
+// aligned (captured with 300 x 1000 and 1000 x 300).
 inline kernel_description pytorch_sdpa_efficient_sm90_description() {
   kernel_description d;
   d.name = "pytorch_sdpa_efficient_sm90";
   d.summary = "torch 2.11's memory-efficient kernels (CUTLASS sm80, mma.sync m16n8k8) on sm_90";
   d.tiles = {{64, {64, 64}}, {128, {64, 128}}};
-  d.causal = causal_alignment::equal_lengths;  // top-left aligned (advance_to_block), not modelled
   flash_kernel& a = d.arithmetic;
+  a.causal = causal_alignment::top_left;  // CausalFromTopLeft, as SDPA's is_causal
   a.tensor_core = sm90_tensor_core_k8;
   a.order = block_order::first_to_last;
   a.placement = scale_placement::scores;
@@ -123,17 +123,21 @@ inline kernel_description pytorch_sdpa_efficient_sm90_description() {
 // P = MUFU.EX2(FMUL(S, c) - m), every fp32 operation .ftz; each thread's
 // block sum from +0 folded into its own l_t by one FFMA, the four joined
 // (l_0 + l_1) + (l_2 + l_3) at the end; O * MUFU.RCP(l); L = FFMA(m, ln 2,
-// MUFU.LG2(l) * ln 2). Captures: every O element; L but for the two rows of
-// a one-row causal call at d 128, 1 ulp off (docs/why-kernels-disagree.md).
+// MUFU.LG2(l) * ln 2). A call of one query row runs another kernel,
+// cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_2_64x32xd
+// (its SASS: S * scale, the max in those units, then * 0x3FB8AA3B; L =
+// FFMA(MUFU.LG2(l), ln 2, RN(m * ln 2))), not described here: 17 rows is the
+// fewest the captures saw run this kernel.
 inline kernel_description pytorch_sdpa_cudnn_sm90_description() {
   kernel_description d;
   d.name = "pytorch_sdpa_cudnn_sm90";
-  d.summary = "torch 2.11's cuDNN backend (cuDNN 9.19's generated sm90 flash kernel) on sm_90 (L 1 ulp off in a "
-              "one-row causal call at d 128)";
+  d.summary = "torch 2.11's cuDNN backend (cuDNN 9.19's generated sm90 flash kernel) on sm_90; one query row runs "
+              "cuDNN's sm80 kernel, not described";
   d.tiles = {{64, {64, 128}}, {128, {64, 128}}};
+  d.min_query_rows = 17;
   d.scale_log2_from = scale_log2_source::float_product;
-  d.causal = causal_alignment::equal_lengths;  // not captured with N_q != N_k
   flash_kernel& a = d.arithmetic;
+  a.causal = causal_alignment::top_left;  // as SDPA's is_causal
   a.order = block_order::first_to_last;
   a.placement = scale_placement::exponent;
   a.unfused_scale = true;

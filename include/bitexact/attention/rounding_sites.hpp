@@ -234,7 +234,7 @@ class rounding_site_row {
     const bitexact::attention::detail::masking_plan plan = bitexact::attention::detail::masking_of(kernel, shape);
     masking_steps_ = plan.steps, check_inf_ = plan.check_inf;
     key_limit_ = shape.key_rows;
-    if (shape.causal) key_limit_ = std::min(key_limit_, row + 1 + shape.key_rows - shape.query_rows);
+    if (shape.causal) key_limit_ = bitexact::attention::detail::visible_keys(kernel, shape, row);
     exact_scale_log2_ = detail::working_of(kernel.scale) / detail::ln_two();
 
     const std::size_t padded = static_cast<std::size_t>(std::max(end_block_, 0)) * static_cast<std::size_t>(kernel.block_n);

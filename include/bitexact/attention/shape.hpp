@@ -14,7 +14,7 @@ struct attention_shape {
   int query_rows = 0;
   int key_rows = 0;
   int head_dim = 0;
-  bool causal = false;  // bottom-right aligned: query row i sees keys j <= i + key_rows - query_rows
+  bool causal = false;  // the kernel aligns the diagonal (flash_kernel::causal); bottom-right in the paper's model
 };
 
 // The paper's stabilized softmax (Qiu & Yao, Algorithm 3): per K/V block,

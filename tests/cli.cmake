@@ -754,3 +754,33 @@ set(n17 ${CMAKE_CURRENT_LIST_DIR}/data/attention/split_d64_n17_causal_normal_h1)
 bitexact_cli_test(attention_error_cudnn_one_row RC 2 ARGS attention ${CMAKE_CURRENT_LIST_DIR}/cli/attention_one_row_q.npy
   ${n17}/k.npy ${n17}/v.npy --preset pytorch_sdpa_cudnn_sm90 ONE_LINE_ERROR
   ERROR_CONTAINS "described for 17 query rows or more")
+
+# The backward pass (--backward): PyTorch's flash backward on captured heads (tests/data/attention_backward).
+set(bwd ${CMAKE_CURRENT_LIST_DIR}/data/attention_backward/d128_n512_causal_ties_positive_h3)
+bitexact_cli_test(attention_backward_ties ARGS attention ${bwd}/q.npy ${bwd}/k.npy ${bwd}/v.npy --causal
+  --batch-heads 1,4 --backward ${bwd}/do.npy --forward-o ${bwd}/o.npy --forward-lse ${bwd}/lse.npy
+  --expect-dq ${bwd}/dq.npy --expect-dk ${bwd}/dk.npy --expect-dv ${bwd}/dv.npy
+  CONTAINS "tiles 64 query rows x 128 keys; O and L from the files; dQ in the deterministic order, 33 buffers"
+  "dQ: 65536 elements compared, 0 mismatches" "dK: 65536 elements compared, 0 mismatches"
+  "dV: 65536 elements compared, 0 mismatches")
+# O and L computed by the forward preset: the same gradients.
+bitexact_cli_test(attention_backward_forward_computed ARGS attention ${bwd}/q.npy ${bwd}/k.npy ${bwd}/v.npy --causal
+  --batch-heads 1,4 --backward ${bwd}/do.npy --expect-dk ${bwd}/dk.npy --expect-dv ${bwd}/dv.npy
+  CONTAINS "O and L partly computed by pytorch_sdpa_flash_sm90" "dK: 65536 elements compared, 0 mismatches"
+  "dV: 65536 elements compared, 0 mismatches")
+# The call's B and H left out: dQ's additions dealt to 132 buffers instead of 17.
+set(bwd4096 ${CMAKE_CURRENT_LIST_DIR}/data/attention_backward/d64_n4096_full_normal_h0)
+bitexact_cli_test(attention_backward_wrong_buffers RC 1 ARGS attention ${bwd4096}/q.npy ${bwd4096}/k.npy ${bwd4096}/v.npy
+  --backward ${bwd4096}/do.npy --forward-o ${bwd4096}/o.npy --forward-lse ${bwd4096}/lse.npy
+  --expect-dq ${bwd4096}/dq.npy
+  CONTAINS "132 buffers (B 1, H 1, 132 SMs)" "dQ: 262144 elements compared, 40 mismatches"
+  "first mismatch in dQ at [3, 56] (row, col)" "the count is ceil(132 / (B H))")
+bitexact_cli_test(attention_error_backward_files_alone RC 2 ARGS attention ${bwd}/q.npy ${bwd}/k.npy ${bwd}/v.npy
+  --expect-dq ${bwd}/dq.npy ONE_LINE_ERROR ERROR_CONTAINS "belong to the backward pass; give --backward DO.npy")
+bitexact_cli_test(attention_error_backward_other_kernel RC 2 ARGS attention ${bwd}/q.npy ${bwd}/k.npy ${bwd}/v.npy
+  --backward ${bwd}/do.npy --preset flex_attention_sm90 ONE_LINE_ERROR
+  ERROR_CONTAINS "--backward models PyTorch's flash backward on the pytorch_sdpa_flash_sm90 forward")
+bitexact_cli_test(attention_error_backward_do_shape RC 2 ARGS attention ${bwd}/q.npy ${bwd}/k.npy ${bwd}/v.npy
+  --backward ${bwd4096}/do.npy ONE_LINE_ERROR ERROR_CONTAINS "dO has shape [4096, 64]; expected Q's shape [512, 128]")
+bitexact_cli_test(attention_error_backward_lse_shape RC 2 ARGS attention ${bwd}/q.npy ${bwd}/k.npy ${bwd}/v.npy
+  --backward ${bwd}/do.npy --forward-lse ${bwd}/dq.npy ONE_LINE_ERROR ERROR_CONTAINS "L has shape [512, 128]; expected [512]")

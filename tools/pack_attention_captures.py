@@ -8,6 +8,7 @@ library only.
     python3 tools/pack_attention_captures.py CAPTURE_DIR OUT_DIR SCENARIO:HEAD [SCENARIO:HEAD ...]
     python3 tools/pack_attention_captures.py kernel HEADS_DIR OUT_DIR SCENARIO:HEAD [SCENARIO:HEAD ...]
     python3 tools/pack_attention_captures.py backends CAPTURE_DIR OUT_DIR SCENARIO:HEAD [SCENARIO:HEAD ...]
+    python3 tools/pack_attention_captures.py backward CAPTURE_DIR OUT_DIR SCENARIO:HEAD [SCENARIO:HEAD ...]
 
 The first takes PyTorch's flash backend (cuda/capture/flash_attention.py
 capture DIR; q, k, v, o, lse), the second our own kernels
@@ -15,7 +16,9 @@ capture DIR; q, k, v, o, lse), the second our own kernels
 standard, the stabilized and the across-blocks kernel), the third the other
 backends (cuda/capture/triton_attention.py DIR; q, k, v and o, lse of
 FlexAttention, of examples/triton/flash_forward.py and of PyTorch's
-memory-efficient backend where it ran).
+memory-efficient backend where it ran), the fourth PyTorch's flash backward
+(cuda/capture/flash_backward.py DIR; q, k, v, o, lse, do and the deterministic
+dq, dk, dv).
 """
 import json
 import os
@@ -53,7 +56,7 @@ def write_npy(path, descr, shape, data):
 
 
 def main():
-    mode = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] in ("kernel", "backends") else "pytorch"
+    mode = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] in ("kernel", "backends", "backward") else "pytorch"
     kernel = mode == "kernel"
     args = sys.argv[2:] if mode != "pytorch" else sys.argv[1:]
     if len(args) < 3:
@@ -88,6 +91,17 @@ def main():
         ]
         arrays = ("q", "k", "v", "o_flex", "lse_flex", "o_triton_example", "lse_triton_example", "o_efficient",
                   "lse_efficient", "o_cudnn", "lse_cudnn")
+    elif mode == "backward":
+        lines = [
+            "# PyTorch's flash-attention backward (aten._scaled_dot_product_flash_attention_backward) under",
+            "# torch.use_deterministic_algorithms(True), one head per case: q, k, v, the forward's o and lse, a random do,",
+            "# and dq, dk, dv (cuda/capture/flash_backward.py; tools/pack_attention_captures.py backward).",
+            "# " + gpu,
+            "# case NAME BATCH HEADS QUERY_ROWS KEY_ROWS HEAD_DIM CAUSAL SCALE SPLITS HEAD (as in ../attention/MANIFEST;",
+            "#   SPLITS: the deterministic dQ's buffers, ceil(SMs / (BATCH HEADS)))",
+            "# file FNV1A64 PATH",
+        ]
+        arrays = ("q", "k", "v", "o", "lse", "do", "dq", "dk", "dv")
     else:
         lines = [
             "# Flash-attention captures: PyTorch's SDPA flash backend, one head per case (tools/pack_attention_captures.py).",
@@ -101,19 +115,21 @@ def main():
     for item in args[2:]:
         name, head = item.rsplit(":", 1)
         s = by_name[name]
-        assert s["B"] == 1, "captures keep heads of batch 1"
-        kept = int(head) if mode == "backends" else s["keep" if kernel else "keep_heads"].index(int(head))
+        assert s["B"] == 1 or mode == "backward", "captures keep heads of batch 1"
+        kept = (int(head) if mode == "backends" else s["keep"].index(int(head)) if mode in ("kernel", "backward")
+                else s["keep_heads"].index(int(head)))
         case = f"{name}_h{head}"
         os.makedirs(os.path.join(out, case), exist_ok=True)
         scale = "default" if s["scale"] is None else repr(s["scale"])
-        splits = s["splits"] if mode == "pytorch" else 1
+        splits = (s["splits"] if mode == "pytorch" else
+                  -(-v["sm_count"] // (s["B"] * s["H"])) if mode == "backward" else 1)
         lines.append(f"case {case} {s['B']} {s['H']} {s['N']} {s.get('NK', s['N'])} {s['d']} {int(s['causal'])} "
                      f"{scale} {splits} {head}")
         for array in arrays:
             if mode == "backends" and not os.path.exists(os.path.join(capture, name, array + ".npy")):
                 continue  # a backend that refused the shape
             descr, shape, data = read_npy(os.path.join(capture, name, array + ".npy"))
-            heads_axis = 0 if kernel else 1  # ours: [heads kept, N(, d)]; PyTorch's: [B, heads kept, N(, d)]
+            heads_axis = 0 if kernel else 1  # ours: [heads kept, N(, d)]; PyTorch's: [B or 1, heads kept, N(, d)]
             per_head = len(data) // shape[heads_axis]
             part = data[kept * per_head:(kept + 1) * per_head]
             path = os.path.join(out, case, array + ".npy")

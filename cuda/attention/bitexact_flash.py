@@ -11,8 +11,15 @@ Swap it into a model with one line:
 
 The standard kernel gives the bits of PyTorch's flash backend on its
 single-split path; the stabilized ones those of the emulator presets
-pytorch_sdpa_flash_sm90_stabilized and pytorch_sdpa_flash_sm90_stabilized_across_blocks. Forward only (no autograd), bf16 CUDA
+pytorch_sdpa_flash_sm90_stabilized and pytorch_sdpa_flash_sm90_stabilized_across_blocks. bf16 CUDA
 tensors [B, H, N, d] with d 64 or 128, no mask other than causal, no dropout.
+
+Gradients: the backward pass is PyTorch's own flash backward
+(aten._scaled_dot_product_flash_attention_backward) on the forward's O and L,
+for every variant: the paper's fix changes the forward alone. With the standard
+kernel the gradients are PyTorch's flash path's bits; dQ is accumulated with
+atomics unless torch.use_deterministic_algorithms(True) is on, as in PyTorch.
+L is returned for inspection and is not differentiable.
 
 The shared library is the CMake target bitexact_flash_attention; this module
 loads $BITEXACT_FLASH_LIBRARY, else build*/cuda/libbitexact_flash_attention.so
@@ -109,6 +116,27 @@ def flash_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, i
 def _(query, key, value, is_causal, scale, stabilize, beta, eps):
     B, H, N, _ = query.shape
     return torch.empty_like(query), query.new_empty((B, H, N), dtype=torch.float32)
+
+
+def _setup_context(ctx, inputs, output):
+    query, key, value, is_causal, scale, _, _, _ = inputs
+    o, lse = output
+    ctx.save_for_backward(query, key, value, o, lse)
+    ctx.is_causal, ctx.scale = is_causal, scale
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward(ctx, grad_o, _grad_lse):
+    q, k, v, o, lse = ctx.saved_tensors
+    # Dense, no dropout: no cumulative lengths (undefined tensors, as the
+    # flash forward returns them), and the RNG state is not read.
+    dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_backward(
+        grad_o.contiguous(), q.contiguous(), k.contiguous(), v.contiguous(), o, lse, None, None, q.shape[2],
+        k.shape[2], 0.0, ctx.is_causal, None, None, scale=ctx.scale)
+    return dq, dk, dv, None, None, None, None, None
+
+
+flash_forward.register_autograd(_backward, setup_context=_setup_context)
 
 
 def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, stabilize, beta, eps):

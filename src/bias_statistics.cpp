@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include <bitexact/attention/flash_backward.hpp>
 #include <bitexact/attention/flash_forward.hpp>
 #include <bitexact/hardware/mufu_tables.hpp>
 #include <bitexact/testing/synthetic_heads.hpp>
@@ -41,7 +42,7 @@ constexpr std::string_view statistics_help =
     "usage: bitexact bias statistics [--head-dims LIST] [--keys LIST] [--rows R] [--heads H]\n"
     "           [--ties LIST] [--placements LIST] [--maxima LIST] [--v-means LIST]\n"
     "           [--betas LIST] [--eps X] [--across-blocks] [--seed N] [--threads T]\n"
-    "           [--csv FILE] [--svg FILE] [--save-heads DIR]\n"
+    "           [--csv FILE] [--svg FILE] [--save-heads DIR] [--backward]\n"
     "\n"
     "Does the paper's stabilized softmax (Qiu & Yao, Algorithm 3) remove the rounding bias\n"
     "of attention's output? Over synthetic heads (include/bitexact/testing/synthetic_heads.hpp,\n"
@@ -78,6 +79,15 @@ constexpr std::string_view statistics_help =
     "  --betas LIST       the stabilized kernels' beta, each > 1 (default 2,7)\n"
     "  --eps X            their epsilon, >= 0 (default 0.001, the presets')\n"
     "  --across-blocks    also the rule applied across K/V blocks, for each beta\n"
+    "  --backward         also the backward pass: each kernel's O and L through PyTorch's flash\n"
+    "                     backward (attention/flash_backward.hpp, bit for bit), dO the head's,\n"
+    "                     against the exact gradients in double; a second table of\n"
+    "                       delta_bwd  the backward kernel's delta minus the exact rowsum(dO O):\n"
+    "                                  the paper's delta_lp - delta_hp, per query row\n"
+    "                       dq         mean over the row's columns of dQ - dQ_exact\n"
+    "                       dk, dv     the same for the tied keys' rows of dK and dV (a sink\n"
+    "                                  head's first t keys), in the tie group's unit\n"
+    "                     (and their columns in the CSV)\n"
     "  --seed N           the generator's seed (0 to 2^64 - 1; default 1)\n"
     "  --threads T        heads run on T threads (default: the host's cores); the results do\n"
     "                     not depend on it\n"
@@ -109,6 +119,7 @@ struct statistics_options {
   std::vector<double> betas{2, 7};
   double eps = 1e-3;
   bool across_blocks = false;
+  bool backward = false;
   std::uint64_t seed = 1;
   int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   std::string csv, svg, save_heads;
@@ -206,6 +217,8 @@ statistics_options parse_options(const arguments& args) {
       if (o.eps < 0) refuse("--eps", "a decimal of at least 0 such as 0.001", value);
     } else if (reader.take_flag("--across-blocks")) {
       o.across_blocks = true;
+    } else if (reader.take_flag("--backward")) {
+      o.backward = true;
     } else if (reader.take_value("--seed", value)) {
       o.seed = bias::parse_seed(value);
     } else if (reader.take_value("--threads", value)) {
@@ -283,6 +296,11 @@ std::vector<head_spec> cells_of(const statistics_options& o) {
 // What one kernel's run of one head leaves per row.
 struct row_results {
   std::vector<statistics::row_errors> errors;
+  // --backward: per row, the kernel's delta and dQ against the exact ones; per tied key, its group
+  // and the mean errors of its dK and dV rows.
+  std::vector<double> delta_bwd, dq;
+  std::vector<int> key_group;
+  std::vector<double> dk, dv;
   std::vector<double> o_fp32;  // the mean error of O before its bf16 conversion
   std::vector<int> p_one;
   std::vector<int> group;  // the row's tie group
@@ -306,7 +324,35 @@ struct head_run {
   std::vector<std::vector<bfloat16>> o;  // by variant, kept for --save-heads
 };
 
-head_run run_head(const testing::synthetic_head& head, const std::vector<variant>& variants, double eps, bool keep_o) {
+// The backward pass's errors of one kernel's O and L (--backward): PyTorch's flash backward on them,
+// as the single-split call of 256 heads runs it (one deterministic dQ buffer), against the exact gradients.
+void backward_errors(const testing::synthetic_head& head, const attention_shape& shape, double scale,
+                     std::span<const bfloat16> o, std::span<const float32> lse, const statistics::exact_gradients& exact,
+                     row_results& results) {
+  const std::size_t d = static_cast<std::size_t>(shape.head_dim), rows = static_cast<std::size_t>(shape.query_rows);
+  attention_shape launch = shape;
+  launch.heads = 256;
+  const attention::backward_gradients g = attention::flash_backward_head(
+      attention::pytorch_sdpa_flash_sm90_backward(launch, scale), shape, head.q, head.k, head.v, o, lse, head.d_o);
+  const auto mean_error = [d](std::span<const bfloat16> got, std::span<const double> want) {
+    double sum = 0;
+    for (std::size_t c = 0; c < d; ++c) sum += to_double(got[c]) - want[c];
+    return sum / static_cast<double>(d);
+  };
+  for (std::size_t i = 0; i < rows; ++i) {
+    results.delta_bwd.push_back(to_double(g.delta[i]) - exact.delta[i]);
+    results.dq.push_back(mean_error(std::span(g.dq).subspan(i * d, d), std::span(exact.dq).subspan(i * d, d)));
+  }
+  for (std::size_t j = 0; j < head.group_of_key.size(); ++j) {
+    if (head.group_of_key[j] < 0) continue;  // background keys: no tie
+    results.key_group.push_back(head.group_of_key[j]);
+    results.dk.push_back(mean_error(std::span(g.dk).subspan(j * d, d), std::span(exact.dk).subspan(j * d, d)));
+    results.dv.push_back(mean_error(std::span(g.dv).subspan(j * d, d), std::span(exact.dv).subspan(j * d, d)));
+  }
+}
+
+head_run run_head(const testing::synthetic_head& head, const std::vector<variant>& variants, double eps, bool keep_o,
+                  bool backward) {
   const head_spec& spec = head.spec;
   const std::size_t d = static_cast<std::size_t>(spec.head_dim), rows = static_cast<std::size_t>(spec.rows);
   const attention_shape shape{1, 1, spec.rows, spec.keys, spec.head_dim, false};
@@ -314,6 +360,8 @@ head_run run_head(const testing::synthetic_head& head, const std::vector<variant
   std::vector<std::vector<double>> exact(rows);
   for (std::size_t i = 0; i < rows; ++i)
     exact[i] = statistics::exact_attention_row(std::span(head.q).subspan(i * d, d), head.k, head.v, scale);
+  statistics::exact_gradients exact_grads;
+  if (backward) exact_grads = statistics::exact_backward(head.q, head.k, head.v, head.d_o, d, scale);
   head_run out;
   for (const variant& v : variants) {
     const flash_kernel kernel = v.kernel(shape, eps);
@@ -333,6 +381,7 @@ head_run run_head(const testing::synthetic_head& head, const std::vector<variant
     }
     results.p_one = std::move(recorder.p_one);
     results.group = head.group_of_row;
+    if (backward) backward_errors(head, shape, scale, o, lse, exact_grads, results);
     out.by_variant.push_back(std::move(results));
     if (keep_o) out.o.push_back(std::move(o));
   }
@@ -342,20 +391,23 @@ head_run run_head(const testing::synthetic_head& head, const std::vector<variant
 // One cell's statistics for one kernel.
 struct cell_statistics {
   statistics::clustered_sample o, o_away, delta, o_fp32;
+  statistics::clustered_sample delta_bwd, dq, dk, dv;  // --backward
   double p_one_sum = 0;
 };
 
-std::string csv_header() {
-  return "kernel,beta,eps,head_dim,keys,max_kind,placement,ties,v_mean,rows,clusters,o_mean,o_ci95,o_away_mean,o_away_ci95,"
-         "delta_mean,delta_ci95,o_fp32_mean,o_fp32_ci95,p_one_mean\n";
+std::string csv_header(bool backward) {
+  return std::string("kernel,beta,eps,head_dim,keys,max_kind,placement,ties,v_mean,rows,clusters,o_mean,o_ci95,o_away_mean,"
+                     "o_away_ci95,delta_mean,delta_ci95,o_fp32_mean,o_fp32_ci95,p_one_mean") +
+         (backward ? ",delta_bwd_mean,delta_bwd_ci95,dq_mean,dq_ci95,dk_mean,dk_ci95,dv_mean,dv_ci95\n" : "\n");
 }
 
-std::string csv_line(const variant& v, double eps, const head_spec& cell, const cell_statistics& s) {
+std::string csv_line(const variant& v, double eps, const head_spec& cell, const cell_statistics& s, bool backward) {
   const auto pair = [](const statistics::clustered_sample& x) { return fmt::format("{:.6e},{:.3e}", x.mean(), x.half_width()); };
-  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4f}\n", v.name, v.beta == 0 ? "" : fmt::format("{}", v.beta),
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4f}{}\n", v.name, v.beta == 0 ? "" : fmt::format("{}", v.beta),
                      v.beta == 0 ? "" : fmt::format("{}", eps), cell.head_dim, cell.keys, testing::name_of(cell.maximum),
                      testing::name_of(cell.placement), cell.ties, cell.v_mean, s.o.count(), s.o.clusters(), pair(s.o), pair(s.o_away),
-                     pair(s.delta), pair(s.o_fp32), s.p_one_sum / static_cast<double>(s.o.count()));
+                     pair(s.delta), pair(s.o_fp32), s.p_one_sum / static_cast<double>(s.o.count()),
+                     backward ? fmt::format(",{},{},{},{}", pair(s.delta_bwd), pair(s.dq), pair(s.dk), pair(s.dv)) : "");
 }
 
 // The table on stdout: one line per cell, each kernel's o and delta (mean +- ci95) and p_one side by side.
@@ -373,6 +425,24 @@ void print_table(const std::vector<head_spec>& cells, const std::vector<variant>
                                    cell.v_mean, stats[c][0].o.count(), stats[c][0].o.clusters());
     for (const cell_statistics& s : stats[c])
       line += fmt::format(" | {} {} {:5.2f}", pair(s.o), pair(s.delta), s.p_one_sum / static_cast<double>(s.o.count()));
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+// --backward: a second table, each kernel's delta_bwd, dq, dk and dv (mean +- ci95) side by side.
+void print_backward_table(const std::vector<head_spec>& cells, const std::vector<variant>& variants,
+                          const std::vector<std::vector<cell_statistics>>& stats) {
+  std::string header = fmt::format("\nbackward (PyTorch's flash backward on each kernel's O and L, against the exact gradients)\n"
+                                   "{:>3} {:>5} {:<18} {:<13} {:>4} {:>4}", "d", "keys", "maximum", "placement", "ties", "V");
+  for (const variant& v : variants) header += fmt::format(" | {:^55}", v.label() + ": delta_bwd, dq, dk, dv");
+  std::printf("%s\n", header.c_str());
+  const auto pair = [](const statistics::clustered_sample& x) { return fmt::format("{:+.1e}±{:.0e}", x.mean(), x.half_width()); };
+  for (std::size_t c = 0; c < cells.size(); ++c) {
+    const head_spec& cell = cells[c];
+    std::string line = fmt::format("{:>3} {:>5} {:<18} {:<13} {:>4} {:>4}", cell.head_dim, cell.keys,
+                                   testing::name_of(cell.maximum), testing::name_of(cell.placement), cell.ties, cell.v_mean);
+    for (const cell_statistics& s : stats[c])
+      line += fmt::format(" | {} {} {} {}", pair(s.delta_bwd), pair(s.dq), pair(s.dk), pair(s.dv));
     std::printf("%s\n", line.c_str());
   }
 }
@@ -474,7 +544,7 @@ int statistics_command(const arguments& args) {
       // Replicate-major numbering: generator head r * cells + c.
       const std::size_t cell = h % cells.size();
       testing::synthetic_head head = testing::make_synthetic_head(cells[cell], o.seed, h);
-      runs[h] = run_head(head, variants, o.eps, keep);
+      runs[h] = run_head(head, variants, o.eps, keep, o.backward);
       if (keep) kept[h] = std::move(head);
     }
   };
@@ -495,13 +565,19 @@ int statistics_command(const arguments& args) {
         s.o.add(r.errors[i].o, cluster), s.o_away.add(r.errors[i].o_away, cluster);
         s.delta.add(r.errors[i].delta, cluster), s.o_fp32.add(r.o_fp32[i], cluster);
         s.p_one_sum += r.p_one[i];
+        if (o.backward) s.delta_bwd.add(r.delta_bwd[i], cluster), s.dq.add(r.dq[i], cluster);
+      }
+      for (std::size_t j = 0; j < r.key_group.size(); ++j) {
+        const std::size_t cluster = replicate * testing::max_groups + static_cast<std::size_t>(r.key_group[j]);
+        s.dk.add(r.dk[j], cluster), s.dv.add(r.dv[j], cluster);
       }
     }
   }
-  std::string csv = csv_header();
+  std::string csv = csv_header(o.backward);
   for (std::size_t c = 0; c < cells.size(); ++c)
-    for (std::size_t v = 0; v < variants.size(); ++v) csv += csv_line(variants[v], o.eps, cells[c], stats[c][v]);
+    for (std::size_t v = 0; v < variants.size(); ++v) csv += csv_line(variants[v], o.eps, cells[c], stats[c][v], o.backward);
   print_table(cells, variants, stats);
+  if (o.backward) print_backward_table(cells, variants, stats);
   if (!o.csv.empty()) write_file(o.csv, csv);
   if (!o.svg.empty()) write_file(o.svg, plot_of(o, cells, variants, stats));
   if (keep) save_heads(o.save_heads, variants, kept, runs);

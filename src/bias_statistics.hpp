@@ -40,6 +40,53 @@ inline std::vector<double> exact_attention_row(std::span<const bfloat16> q, std:
   return o;
 }
 
+// The gradients of one head in double, from bf16 Q, K, V and dO: P =
+// softmax(scale Q K^T), O = P V, delta_i = rowsum(dO_i O_i), dS = P (dO V^T -
+// delta), dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO (the backward pass
+// whose bf16 kernel attention/flash_backward.hpp models).
+struct exact_gradients {
+  std::vector<double> delta, dq, dk, dv;  // [rows], [rows][d], [keys][d], [keys][d]
+};
+
+inline exact_gradients exact_backward(std::span<const bfloat16> q, std::span<const bfloat16> k,
+                                      std::span<const bfloat16> v, std::span<const bfloat16> d_o, std::size_t d,
+                                      double scale) {
+  const std::size_t rows = q.size() / d, keys = k.size() / d;
+  exact_gradients g{std::vector<double>(rows), std::vector<double>(rows * d, 0.0), std::vector<double>(keys * d, 0.0),
+                    std::vector<double>(keys * d, 0.0)};
+  std::vector<double> p(keys), ds(keys);
+  for (std::size_t i = 0; i < rows; ++i) {
+    double max = -std::numeric_limits<double>::infinity();
+    for (std::size_t j = 0; j < keys; ++j) {
+      double sum = 0;
+      for (std::size_t c = 0; c < d; ++c) sum += to_double(q[i * d + c]) * to_double(k[j * d + c]);
+      p[j] = scale * sum;
+      max = std::max(max, p[j]);
+    }
+    double total = 0;
+    for (double& x : p) total += (x = std::exp(x - max));
+    for (double& x : p) x /= total;
+    double delta = 0;
+    for (std::size_t c = 0; c < d; ++c) {
+      double o = 0;
+      for (std::size_t j = 0; j < keys; ++j) o += p[j] * to_double(v[j * d + c]);
+      delta += to_double(d_o[i * d + c]) * o;
+    }
+    g.delta[i] = delta;
+    for (std::size_t j = 0; j < keys; ++j) {
+      double dp = 0;
+      for (std::size_t c = 0; c < d; ++c) dp += to_double(d_o[i * d + c]) * to_double(v[j * d + c]);
+      ds[j] = p[j] * (dp - delta);
+      for (std::size_t c = 0; c < d; ++c) {
+        g.dq[i * d + c] += scale * ds[j] * to_double(k[j * d + c]);
+        g.dk[j * d + c] += scale * ds[j] * to_double(q[i * d + c]);
+        g.dv[j * d + c] += p[j] * to_double(d_o[i * d + c]);
+      }
+    }
+  }
+  return g;
+}
+
 // One row's errors against the exact output (o_exact):
 //   o:      the mean over the columns of O - O_exact (O the kernel's bf16 output)
 //   o_away: the same with each column's error signed by O_exact's sign (> 0: away from zero)

@@ -652,6 +652,12 @@ bitexact_cli_test(bias_statistics_small ARGS bias statistics --maxima negative -
   --rows 16 --threads 2 --csv ${BITEXACT_CLI_DATA}/bias_statistics.csv --svg ${BITEXACT_CLI_DATA}/bias_statistics.svg
   CONTAINS " 64   512 negative           one_block        8   -1     32    32 |"
   " 64   512 negative           sink             8   -1     32     2 |")
+# --backward: each kernel's O and L through the flash backward model, against the exact gradients.
+bitexact_cli_test(bias_statistics_backward ARGS bias statistics --maxima small_positive --placements one_block
+  --ties 64 --v-means -1 --betas 2 --heads 4 --rows 8 --threads 2 --backward
+  --csv ${BITEXACT_CLI_DATA}/bias_statistics_backward.csv
+  CONTAINS "backward (PyTorch's flash backward on each kernel's O and L, against the exact gradients)"
+  "64   512 small_positive     one_block       64   -1 | -2.7e-03±8e-03 +1.1e-05±3e-05 -8.8e-06±4e-05 +2.2e-06±6e-06 | +9.8e-03±1e-02 -3.8e-05±5e-05 +6.2e-05±5e-05 +2.2e-06±6e-06")
 bitexact_cli_test(bias_statistics_error_ties RC 2 ARGS bias statistics --ties 0,4 ONE_LINE_ERROR
   ERROR_CONTAINS "--ties expects integers from 1 to 64, not '0'")
 bitexact_cli_test(bias_statistics_error_keys RC 2 ARGS bias statistics --keys 500 ONE_LINE_ERROR

@@ -410,41 +410,43 @@ std::string csv_line(const variant& v, double eps, const head_spec& cell, const 
                      backward ? fmt::format(",{},{},{},{}", pair(s.delta_bwd), pair(s.dq), pair(s.dk), pair(s.dv)) : "");
 }
 
-// The table on stdout: one line per cell, each kernel's o and delta (mean +- ci95) and p_one side by side.
-void print_table(const std::vector<head_spec>& cells, const std::vector<variant>& variants,
-                 const std::vector<std::vector<cell_statistics>>& stats) {
-  std::string header = fmt::format("{:>3} {:>5} {:<18} {:<13} {:>4} {:>4} {:>6} {:>5}", "d", "keys", "maximum", "placement",
-                                   "ties", "V", "rows", "units");
-  for (const variant& v : variants) header += fmt::format(" | {:^46}", v.label() + ": o, delta, p_one");
+// A table on stdout: one line per cell, its columns (with the rows and units when `counts`), then each
+// kernel's `columns` side by side under `label`, centred in `width`.
+template <class Columns>
+void print_cells(const std::vector<head_spec>& cells, const std::vector<variant>& variants,
+                 const std::vector<std::vector<cell_statistics>>& stats, bool counts, std::string_view label, int width,
+                 Columns&& columns) {
+  std::string header = fmt::format("{:>3} {:>5} {:<18} {:<13} {:>4} {:>4}", "d", "keys", "maximum", "placement", "ties", "V");
+  if (counts) header += fmt::format(" {:>6} {:>5}", "rows", "units");
+  for (const variant& v : variants) header += fmt::format(" | {:^{}}", v.label() + std::string(label), width);
   std::printf("%s\n", header.c_str());
-  const auto pair = [](const statistics::clustered_sample& x) { return fmt::format("{:+.2e}±{:.1e}", x.mean(), x.half_width()); };
-  for (std::size_t c = 0; c < cells.size(); ++c) {
-    const head_spec& cell = cells[c];
-    std::string line = fmt::format("{:>3} {:>5} {:<18} {:<13} {:>4} {:>4} {:>6} {:>5}", cell.head_dim, cell.keys,
-                                   testing::name_of(cell.maximum), testing::name_of(cell.placement), cell.ties,
-                                   cell.v_mean, stats[c][0].o.count(), stats[c][0].o.clusters());
-    for (const cell_statistics& s : stats[c])
-      line += fmt::format(" | {} {} {:5.2f}", pair(s.o), pair(s.delta), s.p_one_sum / static_cast<double>(s.o.count()));
-    std::printf("%s\n", line.c_str());
-  }
-}
-
-// --backward: a second table, each kernel's delta_bwd, dq, dk and dv (mean +- ci95) side by side.
-void print_backward_table(const std::vector<head_spec>& cells, const std::vector<variant>& variants,
-                          const std::vector<std::vector<cell_statistics>>& stats) {
-  std::string header = fmt::format("\nbackward (PyTorch's flash backward on each kernel's O and L, against the exact gradients)\n"
-                                   "{:>3} {:>5} {:<18} {:<13} {:>4} {:>4}", "d", "keys", "maximum", "placement", "ties", "V");
-  for (const variant& v : variants) header += fmt::format(" | {:^55}", v.label() + ": delta_bwd, dq, dk, dv");
-  std::printf("%s\n", header.c_str());
-  const auto pair = [](const statistics::clustered_sample& x) { return fmt::format("{:+.1e}±{:.0e}", x.mean(), x.half_width()); };
   for (std::size_t c = 0; c < cells.size(); ++c) {
     const head_spec& cell = cells[c];
     std::string line = fmt::format("{:>3} {:>5} {:<18} {:<13} {:>4} {:>4}", cell.head_dim, cell.keys,
                                    testing::name_of(cell.maximum), testing::name_of(cell.placement), cell.ties, cell.v_mean);
-    for (const cell_statistics& s : stats[c])
-      line += fmt::format(" | {} {} {} {}", pair(s.delta_bwd), pair(s.dq), pair(s.dk), pair(s.dv));
+    if (counts) line += fmt::format(" {:>6} {:>5}", stats[c][0].o.count(), stats[c][0].o.clusters());
+    for (const cell_statistics& s : stats[c]) line += " | " + columns(s);
     std::printf("%s\n", line.c_str());
   }
+}
+
+// The table of O: each kernel's o and delta (mean +- ci95) and p_one.
+void print_table(const std::vector<head_spec>& cells, const std::vector<variant>& variants,
+                 const std::vector<std::vector<cell_statistics>>& stats) {
+  const auto pair = [](const statistics::clustered_sample& x) { return fmt::format("{:+.2e}±{:.1e}", x.mean(), x.half_width()); };
+  print_cells(cells, variants, stats, true, ": o, delta, p_one", 46, [&](const cell_statistics& s) {
+    return fmt::format("{} {} {:5.2f}", pair(s.o), pair(s.delta), s.p_one_sum / static_cast<double>(s.o.count()));
+  });
+}
+
+// --backward: each kernel's delta_bwd, dq, dk and dv (mean +- ci95).
+void print_backward_table(const std::vector<head_spec>& cells, const std::vector<variant>& variants,
+                          const std::vector<std::vector<cell_statistics>>& stats) {
+  std::printf("\nbackward (PyTorch's flash backward on each kernel's O and L, against the exact gradients)\n");
+  const auto pair = [](const statistics::clustered_sample& x) { return fmt::format("{:+.1e}±{:.0e}", x.mean(), x.half_width()); };
+  print_cells(cells, variants, stats, false, ": delta_bwd, dq, dk, dv", 55, [&](const cell_statistics& s) {
+    return fmt::format("{} {} {} {}", pair(s.delta_bwd), pair(s.dq), pair(s.dk), pair(s.dv));
+  });
 }
 
 using bias::write_file;

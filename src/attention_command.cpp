@@ -477,15 +477,25 @@ struct attention_problem {
 attention_problem read_problem(const attention_options& options) {
   attention_problem p{options, read_operand(options.q_path, "Q"), read_operand(options.k_path, "K"),
                       read_operand(options.v_path, "V"), {}, {}, {}, {}, true, {}};
+  // The file named is the one the other two disagree with: Q when K and V agree, else K or V.
+  const auto like_q = [&p](const operand_tensor& t) {
+    return t.file_shape.size() == p.q.file_shape.size() && t.batch == p.q.batch && t.heads == p.q.heads &&
+           t.head_dim == p.q.head_dim;
+  };
+  const std::string expected_kv = p.q.file_shape.size() == 4
+                                      ? fmt::format("[{}, {}, N, {}]", p.q.batch, p.q.heads, p.q.head_dim)
+                                      : fmt::format("[N, {}]", p.q.head_dim);
+  if (p.v.file_shape == p.k.file_shape && !like_q(p.k))
+    fail(printable(options.q_path) + ": Q has shape " + shape_text(p.q.file_shape) + ", but K and V have " +
+         shape_text(p.k.file_shape) + "; Q needs their " +
+         (p.k.file_shape.size() == 4 ? "B, H and d" : "d") + (p.k.file_shape.size() != p.q.file_shape.size()
+                                                                 ? " and as many dimensions" : ""));
+  if (p.v.file_shape != p.k.file_shape && like_q(p.v) && !like_q(p.k))
+    fail(printable(options.k_path) + ": K has shape " + shape_text(p.k.file_shape) + "; expected " + expected_kv +
+         " to match Q's " + shape_text(p.q.file_shape) + " and V's " + shape_text(p.v.file_shape));
   if (p.v.file_shape != p.k.file_shape)
     fail(printable(options.v_path) + ": V has shape " + shape_text(p.v.file_shape) + "; expected K's shape " +
          shape_text(p.k.file_shape));
-  const bool same_heads = p.q.batch == p.k.batch && p.q.heads == p.k.heads && p.q.head_dim == p.k.head_dim;
-  if (p.q.file_shape.size() != p.k.file_shape.size() || !same_heads)
-    fail(printable(options.k_path) + ": K has shape " + shape_text(p.k.file_shape) + "; expected " +
-         (p.q.file_shape.size() == 4 ? fmt::format("[{}, {}, N, {}]", p.q.batch, p.q.heads, p.q.head_dim)
-                                     : fmt::format("[N, {}]", p.q.head_dim)) +
-         " to match Q's " + shape_text(p.q.file_shape));
   // A GPU kernel's description says which causal calls it models (resolve refuses the others).
   if (options.causal && p.q.rows != p.k.rows && !options.kernel.gpu_kernel() && !options.compare)
     fail(fmt::format("attention: --causal needs as many query rows as key rows for the paper_reference presets, "

@@ -236,7 +236,7 @@ std::string flag_names(std::uint8_t raised) {
   std::string names;
   const char* const name[] = {"inexact", "underflow", "overflow", "infinite", "invalid"};
   for (int bit = 0; bit < 5; ++bit)
-    if (raised >> bit & 1) names += (names.empty() ? "" : " ") + std::string(name[bit]);
+    if (raised >> bit & 1) names.append(names.empty() ? "" : " ").append(name[bit]);
   return names;
 }
 
@@ -384,7 +384,7 @@ class evaluator {
     const std::uint64_t expected = fields.values[function_.arity];
     const auto expected_flags = static_cast<std::uint8_t>(fields.values[function_.arity + 1]);
     std::string out = fmt::format("first mismatch, line {}: {}", line_number_, function_.name);
-    for (int k = 0; k < function_.arity; ++k) out += " " + hex_field(fields.values[k], function_.operand_bits[k]);
+    for (int k = 0; k < function_.arity; ++k) out.append(" ").append(hex_field(fields.values[k], function_.operand_bits[k]));
     out += fmt::format("\n  capture {} {:02X} ({})\n  model   {} {:02X} ({})\n",
                        hex_field(expected, function_.result_bits), expected_flags, flag_names(expected_flags),
                        hex_field(result, function_.result_bits), raised, flag_names(raised));

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -65,6 +66,9 @@ inline std::string dict_value(const std::string& header, const std::string& key,
 }  // namespace detail
 
 inline array read(const std::string& path) {
+  // A folder opens as a stream on Linux and fails only when read (std::ios_failure): say what it is first.
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) throw npy_error(path + ": is a folder, not a .npy file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw npy_error(path + ": cannot open");
   std::vector<unsigned char> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

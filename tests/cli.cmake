@@ -559,9 +559,18 @@ bitexact_cli_test(attention_error_head_dim RC 2 ARGS attention ${attention_small
   ERROR_CONTAINS "head_dim 32 is not described (tiles has 64, 128)")
 bitexact_cli_test(attention_error_v_shape RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n1000}/v.npy ONE_LINE_ERROR
   ERROR_CONTAINS "v.npy: V has shape [1000, 64]; expected K's shape [17, 64]")
-bitexact_cli_test(attention_error_k_head_dim RC 2 ARGS attention
+# The file named is the one the other two disagree with.
+bitexact_cli_test(attention_error_q_head_dim RC 2 ARGS attention
   ${attention_data}/single_d128_n17_causal_normal_h211/q.npy ${n17}/k.npy ${n17}/v.npy ONE_LINE_ERROR
-  ERROR_CONTAINS "k.npy: K has shape [17, 64]; expected [N, 128] to match Q's [17, 128]")
+  ERROR_CONTAINS "q.npy: Q has shape [17, 128], but K and V have [17, 64]; Q needs their d")
+bitexact_cli_test(attention_error_k_head_dim RC 2 ARGS attention ${n17}/q.npy
+  ${attention_data}/single_d128_n17_causal_normal_h211/k.npy ${n17}/v.npy ONE_LINE_ERROR
+  ERROR_CONTAINS "k.npy: K has shape [17, 128]; expected [N, 64] to match Q's [17, 64] and V's [17, 64]")
+# A folder where a file belongs: one line, not an uncaught stream exception.
+bitexact_cli_test(attention_error_expect_folder RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
+  --expect-o ${n17} ONE_LINE_ERROR ERROR_CONTAINS "is a folder, not a .npy file")
+bitexact_cli_test(attention_error_q_folder RC 2 ARGS attention ${n17} ${n17}/k.npy ${n17}/v.npy
+  ONE_LINE_ERROR ERROR_CONTAINS "is a folder, not a .npy file")
 bitexact_cli_test(attention_error_expect_lse_shape RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
   --expect-lse ${n17}/o.npy ONE_LINE_ERROR ERROR_CONTAINS "o.npy: L has shape [17, 64]; expected [17]")
 bitexact_cli_test(attention_error_causal_lengths RC 2 ARGS attention ${n17}/q.npy ${n1000}/k.npy ${n1000}/v.npy --causal

@@ -91,6 +91,14 @@ TEST_CASE("a buffer wider than the format is refused at compile time instead of 
   static_assert(!model_buffer_element<bf16, float32> && !model_buffer_element<bf16, std::int16_t>);
   static_assert(!model_buffer_element<fp32, std::uint64_t> && !model_buffer_element<e4m3, bool>);
   static_assert(model_buffer_element<tf32, std::uint32_t> && model_buffer_element<e5m2, std::uint8_t>);
+  static_assert(model_buffer_element<fp32, float> && !model_buffer_element<bf16, float>);
+}
+
+TEST_CASE("an fp32 kernel's float buffer is compared by its bits") {
+  const std::vector<float> kernel_output = {1.0f, -0.0f, 0.1f};
+  const auto model = [](std::size_t i) { return i == 0 ? from_host(1.0f) : i == 1 ? float32::zero() : from_host(0.1f); };
+  const auto report = check_against_model<fp32>(std::span<const float>(kernel_output), model);
+  CHECK(report.mismatch_indices == std::vector<std::size_t>{1});  // -0 is not +0
 }
 
 TEST_CASE("a tf32 in 32-bit storage with a bit set above bit 18 is a mismatch, shown apart from the fields") {

@@ -20,7 +20,14 @@ import os
 
 import numpy as np
 
-from . import _bitexact
+# An installed package (pip install .) carries the MUFU tables in bitexact/data;
+# the library reads them from $BITEXACT_DATA_DIR when set, else from the folder
+# it was compiled with (the source tree's data/, for the CMake build).
+_PACKAGE_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+if os.path.isdir(_PACKAGE_DATA) and not os.environ.get("BITEXACT_DATA_DIR"):
+    os.environ["BITEXACT_DATA_DIR"] = _PACKAGE_DATA
+
+from . import _bitexact  # noqa: E402
 
 __all__ = [
     "Flags", "Value", "Trace", "value", "describe", "format_info", "storage_dtype", "as_bits",

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -128,14 +129,16 @@ inline std::string side_by_side(format f, std::uint32_t got, std::uint32_t expec
   return out;
 }
 
-// The element types a buffer of format F may hold: value<F>, or an unsigned
-// integer exactly as wide as F's storage. A wider integer would carry bits
-// that no element of F has; comparing them (or masking them off) would make
-// a checking helper pass a wrong buffer or fail a right one.
+// The element types a buffer of format F may hold: value<F>, an unsigned
+// integer exactly as wide as F's storage, or the host's own type for F (float
+// for fp32, compared by its bits). A wider integer would carry bits that no
+// element of F has; comparing them (or masking them off) would make a
+// checking helper pass a wrong buffer or fail a right one.
 template <format F, class Element>
 concept model_buffer_element =
-    std::is_same_v<Element, value<F>> || (std::is_unsigned_v<Element> && !std::is_same_v<Element, bool> &&
-                                          sizeof(Element) == sizeof(typename value<F>::storage));
+    std::is_same_v<Element, value<F>> || (F == fp32 && std::is_same_v<Element, float>) ||
+    (std::is_unsigned_v<Element> && !std::is_same_v<Element, bool> &&
+     sizeof(Element) == sizeof(typename value<F>::storage));
 
 namespace check_detail {
 
@@ -144,6 +147,7 @@ namespace check_detail {
 template <format F, class Element>
 std::uint32_t bits_of(const Element& x) {
   if constexpr (std::is_same_v<Element, value<F>>) return x.bits;
+  else if constexpr (std::is_same_v<Element, float>) return std::bit_cast<std::uint32_t>(x);
   else return static_cast<std::uint32_t>(x);
 }
 
@@ -158,9 +162,11 @@ template <format F, class Element, class Model, class Explain = check_detail::no
 check_report check_against_model(std::span<const Element> results, Model&& model, Explain&& explain = {},
                                  check_options options = {}) {
   static_assert(model_buffer_element<F, Element>,
-                "check_against_model<F>: the buffer must hold value<F> or an unsigned integer of F's storage width "
-                "(uint8_t for e4m3/e5m2, uint16_t for bf16/fp16, uint32_t for fp32/tf32); a wider element would "
-                "hide bits that are not F's. Narrow the buffer, or pass the format whose width it has.");
+                "check_against_model<F>: the buffer must hold value<F>, an unsigned integer of F's storage width "
+                "(uint8_t for e4m3/e5m2, uint16_t for bf16/fp16, uint32_t for fp32/tf32) or float for fp32; a "
+                "wider element would hide bits that are not F's. Pass bit patterns of F's width (for bf16 from a "
+                "float buffer: round it to bf16 as the kernel does, then its 16 bits), or the format whose width "
+                "the buffer has.");
   check_report report;
   for (std::size_t i = 0; i < results.size(); ++i) {
     const std::uint32_t got = check_detail::bits_of<F>(results[i]);

@@ -149,6 +149,8 @@ def as_bits(x, format, name="x"):
         if x.size and (x.min() < 0 or x.max() >= 1 << width_bits):
             raise ValueError(f"{name}: a {canonical} bit pattern lies in [0, 2^{width_bits})")
         return x.astype(storage)
+    if not x.dtype.isnative:  # big-endian: the same numbers in the other byte order (a copy), not other bits
+        x = x.astype(x.dtype.newbyteorder("="))
     if x.dtype == np.float32 and canonical == "fp32":
         return x.view(np.uint32)
     if x.dtype.kind not in "iu" or x.dtype.itemsize != width:
@@ -256,11 +258,18 @@ def _elementwise(op, operands, format, result_format=None, rounding="nearest_eve
         raise ValueError(f"{op}: operand shapes {' and '.join(str(a.shape) for a in arrays)} do not broadcast") from None
     # A view when the shapes agree and the memory is contiguous; a copy only to broadcast or to compact.
     flat = [np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1) for a in arrays]
+    for flag, given in (("ftz", ftz), ("daz", daz), ("element_flags", element_flags)):
+        if not isinstance(given, (bool, np.bool_)):
+            raise TypeError(f"{op}: {flag} is True or False, not {given!r}")
     if random_bits is not None:
         random_bits = np.asarray(random_bits)
         if random_bits.dtype != np.uint32:
             raise TypeError(f"{op}: random_bits must be a uint32 array (one draw per element), got {random_bits.dtype}")
-        random_bits = np.ascontiguousarray(np.broadcast_to(random_bits, shape)).reshape(-1)
+        try:
+            random_bits = np.ascontiguousarray(np.broadcast_to(random_bits, shape)).reshape(-1)
+        except ValueError:
+            raise ValueError(f"{op}: random_bits has shape {random_bits.shape}; it needs one draw per element of the "
+                             f"result, shape {shape} (or a shape that broadcasts to it)") from None
     result = "fp32" if op in _PREDICATES else _result_format(formats, result_format, op)
     out, raised, each = _bitexact._elementwise(op, flat, list(formats), result, rounding, tininess, ftz, daz, nans,
                                                random_bits, element_flags)

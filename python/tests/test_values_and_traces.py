@@ -112,3 +112,25 @@ def test_the_papers_addition_traced_from_bit_patterns():
         bitexact.trace("add", 0xC01A0E2E, 0x3F80, format=("fp32", "bf16"))
     with pytest.raises(ValueError, match="unknown operation 'cmp'"):
         bitexact.trace("cmp", 1, 2, format="bf16")
+
+
+def test_big_endian_arrays_are_read_as_the_numbers_they_hold(compared):
+    # Issue: '>u2' arrays used to be read as native bytes (0x4000 + 0x4000 gave 0x807E).
+    two = np.array([0x4000], dtype=np.uint16)
+    out, _ = bitexact.add(two.astype(">u2"), two.astype(">u2"), format="bf16")
+    assert out.tolist() == [0x4080]  # 2 + 2 = 4
+    bf16 = every_pattern(16).astype(np.uint16)
+    np.testing.assert_array_equal(bitexact.to_float32(bf16.astype(">u2"), "bf16").view(np.uint32),
+                                  bitexact.to_float32(bf16, "bf16").view(np.uint32))
+    fp32 = np.array([1.5, -0.1], dtype=np.float32)
+    np.testing.assert_array_equal(bitexact.as_bits(fp32.astype(">f4"), "fp32"), fp32.view(np.uint32))
+    compared(1 + bf16.size + 2)
+
+
+def test_wrong_keyword_values_get_one_clear_error():
+    a = np.array([0x3F80, 0x4000], dtype=np.uint16)
+    with pytest.raises(TypeError, match="add: ftz is True or False, not 'yes'"):
+        bitexact.add(a, a, format="bf16", ftz="yes")
+    with pytest.raises(ValueError, match=r"random_bits has shape \(3,\); it needs one draw per element of the result, "
+                                         r"shape \(2,\)"):
+        bitexact.add(a, a, format="bf16", rounding="stochastic", random_bits=np.zeros(3, dtype=np.uint32))

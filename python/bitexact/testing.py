@@ -50,6 +50,38 @@ def mismatch_report(actual, expected, format, any_nan=False):
     return got.size, np.flatnonzero(differ), got, want
 
 
+def _distances(got, want, indices, format):
+    """Every mismatch by its distance in ulps of format (1, 2, 3-4, 5-8, ...) and its
+    direction: the actual value's magnitude below the expected one's (toward zero) or
+    above it (away from zero). "265 elements, all 1 ulp toward zero" reads as truncation."""
+    width = bitexact.format_info(format)[1]
+    sign = np.int64(1) << (width - 1)
+    g, w = got[indices].astype(np.int64), want[indices].astype(np.int64)
+    nan = _nan_mask(g, format) | _nan_mask(w, format)
+    ordered_g = np.where(g & sign, -(g & (sign - 1)), g)[~nan]
+    ordered_w = np.where(w & sign, -(w & (sign - 1)), w)[~nan]
+    steps = np.abs(ordered_g - ordered_w)
+    toward = np.abs(ordered_g) < np.abs(ordered_w)
+    buckets = {}
+    for distance, down in zip(steps.tolist(), toward.tolist()):
+        bucket = 1
+        while bucket < distance:
+            bucket *= 2
+        counts = buckets.setdefault(bucket, [0, 0])
+        counts[0 if down else 1] += 1
+    parts = []
+    for bucket in sorted(buckets):
+        label = "1 ulp" if bucket == 1 else "2 ulps" if bucket == 2 else f"{bucket // 2 + 1}-{bucket} ulps"
+        down, up = buckets[bucket]
+        parts.append(f"{label}: {down + up} ({down} toward zero, {up} away)")
+    if len(buckets) == 1 and min(buckets[next(iter(buckets))]) == 0 and not nan.any():
+        bucket = next(iter(buckets))
+        label = "1 ulp" if bucket == 1 else "2 ulps" if bucket == 2 else f"{bucket // 2 + 1}-{bucket} ulps"
+        direction = "toward zero" if buckets[bucket][1] == 0 else "away from zero"
+        return f"{len(indices)} elements, all {label} {direction}"
+    return "by distance " + ", ".join(parts) + (f"; NaN on one side: {int(nan.sum())}" if nan.any() else "")
+
+
 def _message(compared, indices, got, want, format, shape, subject, trace_text):
     first = int(indices[0])
     position = np.unravel_index(first, shape) if len(shape) > 1 else (first,)
@@ -58,6 +90,7 @@ def _message(compared, indices, got, want, format, shape, subject, trace_text):
     lines = [f"{len(indices)} of {compared} elements differ from {subject}; first at index {first}"
              f"{' ' + str(tuple(int(p) for p in position)) if len(shape) > 1 else ''}",
              f"indices: {shown}{more}",
+             f"mismatches: {_distances(got, want, indices, format)}",
              _bitexact._side_by_side(format, int(got[first]), int(want[first])).rstrip("\n")]
     if trace_text:
         lines.append(f"model trace of element {first}:\n{trace_text}")
@@ -71,6 +104,7 @@ def assert_bitexact(actual, expected, *, format=None, any_nan=False):
     count any NaN against any NaN as a match (payloads differ between hardware).
     Returns the number of elements compared.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line and the message, not this function
     format = _format_of(actual, format)
     compared, indices, got, want = mismatch_report(actual, expected, format, any_nan)
     if len(indices):
@@ -119,6 +153,7 @@ def assert_matches_model(actual, model, *inputs, actual_format=None, any_nan=Fal
     bitexact's elementwise operations, mma and wgmma, the model's trace of that element.
     Returns the number of elements compared.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line and the message, not this function
     expected = model(*inputs, **model_keywords)
     if isinstance(expected, tuple):
         expected = expected[0]

@@ -28,7 +28,8 @@ def test_a_mismatch_names_count_index_both_values_and_the_models_trace():
     with pytest.raises(AssertionError) as failure:
         assert_matches_model(wrong, bitexact.add, a, b, format="bf16")
     message = str(failure.value)
-    assert message.startswith("2 of 1000 elements differ from the model; first at index 17\nindices: 17 400\n")
+    assert message.startswith("2 of 1000 elements differ from the model; first at index 17\nindices: 17 400\n"
+                              "mismatches: 2 elements, all 1 ulp ")
     assert f"0x{int(wrong[17]):04X}" in message and f"0x{int(out[17]):04X}" in message
     assert "<- differs" in message and "ulp (got" in message
     expected_trace = bitexact.trace("add", bitexact.Value(int(a[17]), "bf16"), bitexact.Value(int(b[17]), "bf16")).text
@@ -87,3 +88,21 @@ def test_wrong_inputs_say_what_was_expected():
         assert_bitexact(a, b[:4], format="bf16")
     with pytest.raises(TypeError, match="dtype uint16"):
         assert_bitexact(a.astype(np.uint32), b, format="bf16")
+
+
+def test_the_message_sums_up_every_mismatch_by_distance_and_direction():
+    a, b = operands()
+    out, _ = bitexact.add(a, b, format="bf16")
+    # A kernel that truncates: every result's magnitude one ulp short (the bits one less), where rounding moved it.
+    truncated = bitexact.add(a, b, format="bf16", rounding="toward_zero")[0]
+    differ = int((truncated != out).sum())
+    with pytest.raises(AssertionError) as failure:
+        assert_matches_model(truncated, bitexact.add, a, b, format="bf16")
+    assert f"mismatches: {differ} elements, all 1 ulp toward zero" in str(failure.value)
+    mixed = out.copy()
+    mixed[3] += 1       # away from zero (magnitude up)
+    mixed[5] -= 4       # 4 ulps toward zero
+    with pytest.raises(AssertionError) as failure:
+        assert_bitexact(mixed, out, format="bf16")
+    assert "mismatches: by distance 1 ulp: 1 (0 toward zero, 1 away), 3-4 ulps: 1 (1 toward zero, 0 away)" in \
+        str(failure.value)

@@ -2,8 +2,7 @@
 """Cuts heads out of a flash-attention capture into tests/data: for each chosen
 scenario and head, that one head's arrays as .npy files, and one line in
 MANIFEST with the shape of the call (which decides the path and the split
-count), the head kept, and the FNV-1a 64 of every file. Python's standard
-library only.
+count), the head kept, and the FNV-1a 64 of every file. Needs NumPy.
 
     python3 tools/pack_attention_captures.py CAPTURE_DIR OUT_DIR SCENARIO:HEAD [SCENARIO:HEAD ...]
     python3 tools/pack_attention_captures.py kernel HEADS_DIR OUT_DIR SCENARIO:HEAD [SCENARIO:HEAD ...]
@@ -25,6 +24,8 @@ import os
 import struct
 import sys
 
+import numpy as np
+
 
 def fnv1a64(data):
     # The project's FNV-1a 64 (include/bitexact/core/checksum.hpp), whose offset
@@ -37,14 +38,9 @@ def fnv1a64(data):
 
 
 def read_npy(path):
-    raw = open(path, "rb").read()
-    assert raw[:6] == b"\x93NUMPY", path
-    if raw[6] == 1:
-        length, start = struct.unpack("<H", raw[8:10])[0], 10
-    else:
-        length, start = struct.unpack("<I", raw[8:12])[0], 12
-    header = eval(raw[start:start + length].decode("latin1"))  # the header is a Python dict literal
-    return header["descr"], tuple(header["shape"]), raw[start + length:]
+    """(descr, shape, raw bytes) of a .npy file, its header read by NumPy."""
+    array = np.load(path, mmap_mode="r")
+    return array.dtype.str, array.shape, np.ascontiguousarray(array).tobytes()
 
 
 def write_npy(path, descr, shape, data):

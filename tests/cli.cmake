@@ -439,7 +439,7 @@ bitexact_cli_test(attention_mismatch_names_first_index RC 1 ARGS attention ${n10
 bitexact_cli_test(attention_mismatch_four_dimensional_index RC 1 ARGS attention ${attention_small}/attention_b1h2_q.npy
   ${attention_small}/attention_b1h2_k.npy ${attention_small}/attention_b1h2_v.npy --causal
   --expect-o ${attention_small}/attention_b1h2_o_flipped.npy
-  CONTAINS "O: 2176 elements compared, 1 mismatches\nfirst mismatch in O at [0, 1, 5, 7] (b, h, row, col)"
+  CONTAINS "O: 2176 elements compared, 1 mismatches\n  distance in bf16 ulps 1: 1; the model above the file: 0, below: 1\nfirst mismatch in O at [0, 1, 5, 7] (b, h, row, col)"
   "  expected 0xBDAA (-0.0830078125)\n  model    0xBDAB (-0.08349609375)"
   "causal: the row sees keys 0..5, its diagonal in block 0\n    one pass: block 0 (keys 0..16)")
 # The first mismatch of O explained: its row and every rounding of the element, and where the expected bf16
@@ -799,3 +799,10 @@ bitexact_cli_test(attention_error_backward_do_shape RC 2 ARGS attention ${bwd}/q
   --backward ${bwd4096}/do.npy ONE_LINE_ERROR ERROR_CONTAINS "dO has shape [4096, 64]; expected Q's shape [512, 128]")
 bitexact_cli_test(attention_error_backward_lse_shape RC 2 ARGS attention ${bwd}/q.npy ${bwd}/k.npy ${bwd}/v.npy
   --backward ${bwd}/do.npy --forward-lse ${bwd}/dq.npy ONE_LINE_ERROR ERROR_CONTAINS "L has shape [512, 128]; expected [512]")
+# A file off by an ulp or a few in many elements, both ways (here FlexAttention's O against the flash
+# preset): the mismatches' distances, and that the file looks like another rounding, not this kernel's.
+set(flex_head ${CMAKE_CURRENT_LIST_DIR}/data/attention_backends/d64_n1000_causal_normal_h0)
+bitexact_cli_test(attention_mismatch_distribution RC 1 ARGS attention ${flex_head}/q.npy ${flex_head}/k.npy
+  ${flex_head}/v.npy --causal --batch-heads 1,64 --expect-o ${flex_head}/o_flex.npy
+  CONTAINS "  distance in bf16 ulps 1: " "; the model above the file: "
+  "nearly all by 1 to 4 ulps either way: the file looks like another rounding of the same result")

@@ -34,7 +34,7 @@ __all__ = [
     "from_float32", "to_float32", "from_torch", "to_torch", "cuda_env",
     "add", "sub", "mul", "div", "fma", "sqrt", "convert", "equal", "less", "less_equal",
     "trace", "mma", "mma_trace", "wgmma", "ex2_approx", "rcp_approx", "lg2_approx", "cvt",
-    "attention", "attention_row", "ATTENTION_PRESETS", "list_kernels", "kernel_description",
+    "attention", "attention_backward", "attention_row", "ATTENTION_PRESETS", "list_kernels", "kernel_description",
     "repeated_max", "repeated_max_torch", "p_bar_one_range",
 ]
 
@@ -600,6 +600,37 @@ def attention(q, k, v, *, preset=None, kernel=None, causal=False, scale=None, sp
                                   None if batch_heads is None else tuple(batch_heads), preset, kernel, beta, eps,
                                   autocast)
     return o.reshape(q.shape), lse.reshape(q.shape[:-1])
+
+
+def attention_backward(q, k, v, o, lse, d_o, *, causal=False, scale=None, batch_heads=None, sm_count=132):
+    """PyTorch's flash-attention backward pass as the H100 runs it (torch 2.11's FA2 kernels,
+    under torch.use_deterministic_algorithms(True)), bit for bit: a dict of dq, dk, dv (bf16
+    bits, shaped like q, k, v) and delta = rowsum(dO * O) (fp32 bits, shaped like lse).
+
+    q, o, d_o [B, H, N, d] and k, v [B, H, N_k, d] (or one head, [N, d] and [N_k, d]) of bf16
+    bits; o and lse the forward's (attention(..., preset="pytorch_sdpa_flash_sm90") gives
+    PyTorch flash's), lse fp32 bits (or float32) [B, H, N]. causal: flash-attention's mask,
+    bottom-right aligned. scale: the softmax scale (default 1/sqrt(d)). dQ's additions are
+    dealt to ceil(sm_count / (B H)) buffers, B and H those of the call the heads came from
+    (batch_heads=(B, H); default the arrays' own).
+    """
+    q, k, v = _attention_operands(q, k, v)
+    o, d_o = as_bits(o, "bf16", "o"), as_bits(d_o, "bf16", "d_o")
+    for name, x in (("o", o), ("d_o", d_o)):
+        if x.shape != q.shape:
+            raise ValueError(f"attention_backward: {name} has shape {x.shape}; expected q's {q.shape}")
+    lse = as_bits(lse, "fp32", "lse")
+    if lse.shape != q.shape[:-1]:
+        raise ValueError(f"attention_backward: lse has shape {lse.shape}; expected {q.shape[:-1]} (one value a query row)")
+    n, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    batch, heads = q.shape[:2] if q.ndim == 4 else (1, 1)
+    if not isinstance(sm_count, (int, np.integer)) or sm_count < 1:
+        raise ValueError(f"attention_backward: sm_count is a positive integer, not {sm_count!r}")
+    flat = [np.ascontiguousarray(x).reshape(-1) for x in (q, k, v, o, lse, d_o)]
+    dq, dk, dv, delta = _bitexact._attention_backward(*flat, batch, heads, n, n_k, d, causal, scale, int(sm_count),
+                                                      None if batch_heads is None else tuple(batch_heads))
+    return {"dq": dq.reshape(q.shape), "dk": dk.reshape(k.shape), "dv": dv.reshape(k.shape),
+            "delta": delta.reshape(q.shape[:-1])}
 
 
 def attention_row(q, k, v, row, *, col=None, style="text", preset=None, kernel=None, causal=False, scale=None,

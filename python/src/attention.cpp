@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <bitexact/attention/explain.hpp>
+#include <bitexact/attention/flash_backward.hpp>
 #include <bitexact/attention/flash_forward.hpp>
 #include <bitexact/attention/kernel_json.hpp>
 #include <bitexact/attention/kernels.hpp>
@@ -422,6 +423,54 @@ py::tuple p_bar_one_range_bits() {
 
 }  // namespace
 
+// PyTorch's flash backward (attention/flash_backward.hpp) over every head:
+// (dq, dk, dv, delta), dQ in the deterministic order of a call of
+// batch_heads' B and H on sm_count multiprocessors.
+py::tuple attention_backward_call(const py::array& q, const py::array& k, const py::array& v, const py::array& o,
+                                  const py::array& lse, const py::array& d_o, int batch, int heads, int query_rows,
+                                  int key_rows, int head_dim, bool causal, std::optional<double> scale, int sm_count,
+                                  std::optional<std::pair<int, int>> batch_heads) {
+  const attention_shape shape{1, 1, query_rows, key_rows, head_dim, causal};
+  attention_shape call = shape;
+  call.batch = batch_heads ? batch_heads->first : batch;
+  call.heads = batch_heads ? batch_heads->second : heads;
+  if (batch_heads && static_cast<long long>(call.batch) * call.heads < static_cast<long long>(batch) * heads)
+    throw std::invalid_argument("batch_heads (B, H) is fewer heads than the arrays hold");
+  const attention::flash_backward_kernel kernel = attention::pytorch_sdpa_flash_sm90_backward(
+      call, scale ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim)), sm_count);
+  const std::size_t head_count = static_cast<std::size_t>(batch) * static_cast<std::size_t>(heads);
+  const std::size_t rows = static_cast<std::size_t>(query_rows), d = static_cast<std::size_t>(head_dim);
+  const std::size_t q_head = rows * d, kv_head = static_cast<std::size_t>(key_rows) * d;
+  const std::span<const bfloat16> qs(values_of<bf16>(q, "q", head_count * q_head), head_count * q_head);
+  const std::span<const bfloat16> ks(values_of<bf16>(k, "k", head_count * kv_head), head_count * kv_head);
+  const std::span<const bfloat16> vs(values_of<bf16>(v, "v", head_count * kv_head), head_count * kv_head);
+  const std::span<const bfloat16> os(values_of<bf16>(o, "o", head_count * q_head), head_count * q_head);
+  const std::span<const bfloat16> dos(values_of<bf16>(d_o, "d_o", head_count * q_head), head_count * q_head);
+  const std::span<const float32> ls(values_of<fp32>(lse, "lse", head_count * rows), head_count * rows);
+  auto dq = new_values<bf16>(head_count * q_head), dk = new_values<bf16>(head_count * kv_head),
+       dv = new_values<bf16>(head_count * kv_head);
+  auto delta = new_values<fp32>(head_count * rows);
+  bfloat16* dq_out = writable_values_of<bf16>(dq);
+  bfloat16* dk_out = writable_values_of<bf16>(dk);
+  bfloat16* dv_out = writable_values_of<bf16>(dv);
+  float32* delta_out = writable_values_of<fp32>(delta);
+  ptx::mufu_tables::shared();  // loads the tables (or throws) while the GIL is held
+  {
+    py::gil_scoped_release unlocked;  // taken back before the tuple is made
+    for (std::size_t h = 0; h < head_count; ++h) {
+      const attention::backward_gradients g = attention::flash_backward_head(
+          kernel, shape, qs.subspan(h * q_head, q_head), ks.subspan(h * kv_head, kv_head),
+          vs.subspan(h * kv_head, kv_head), os.subspan(h * q_head, q_head), ls.subspan(h * rows, rows),
+          dos.subspan(h * q_head, q_head));
+      std::copy(g.dq.begin(), g.dq.end(), dq_out + h * q_head);
+      std::copy(g.dk.begin(), g.dk.end(), dk_out + h * kv_head);
+      std::copy(g.dv.begin(), g.dv.end(), dv_out + h * kv_head);
+      std::copy(g.delta.begin(), g.delta.end(), delta_out + h * rows);
+    }
+  }
+  return py::make_tuple(dq, dk, dv, delta);
+}
+
 void register_attention(py::module_& m) {
   m.def("_attention", &attention_call, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("batch"), py::arg("heads"),
         py::arg("query_rows"), py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"), py::arg("scale"),
@@ -438,6 +487,10 @@ void register_attention(py::module_& m) {
   m.def("_flash_kernel_parameters", &kernel_parameters, py::arg("preset"), py::arg("kernel"), py::arg("batch"),
         py::arg("heads"), py::arg("query_rows"), py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"),
         py::arg("scale"), py::arg("splits"), py::arg("sm_count"), py::arg("batch_heads"), py::arg("beta"));
+  m.def("_attention_backward", &attention_backward_call, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("o"),
+        py::arg("lse"), py::arg("d_o"), py::arg("batch"), py::arg("heads"), py::arg("query_rows"),
+        py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"), py::arg("scale"), py::arg("sm_count"),
+        py::arg("batch_heads"));
   m.def("_attention_presets", &preset_list);
   m.def("_kernel_description", &kernel_description_json, py::arg("name"));
   m.def("_p_bar_one_range", &p_bar_one_range_bits);

@@ -768,7 +768,7 @@ bitexact_cli_test(attention_cudnn_causal_1000_300 ARGS attention ${causal_1000_3
 set(n17 ${CMAKE_CURRENT_LIST_DIR}/data/attention/split_d64_n17_causal_normal_h1)
 bitexact_cli_test(attention_error_cudnn_one_row RC 2 ARGS attention ${CMAKE_CURRENT_LIST_DIR}/cli/attention_one_row_q.npy
   ${n17}/k.npy ${n17}/v.npy --preset pytorch_sdpa_cudnn_sm90 ONE_LINE_ERROR
-  ERROR_CONTAINS "described for 17 query rows or more")
+  ERROR_CONTAINS "described for 2 query rows or more")
 
 # The backward pass (--backward): PyTorch's flash backward on captured heads (tests/data/attention_backward).
 set(bwd ${CMAKE_CURRENT_LIST_DIR}/data/attention_backward/d128_n512_causal_ties_positive_h3)

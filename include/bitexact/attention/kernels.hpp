@@ -126,15 +126,15 @@ inline kernel_description pytorch_sdpa_efficient_sm90_description() {
 // MUFU.LG2(l) * ln 2). A call of one query row runs another kernel,
 // cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_2_64x32xd
 // (its SASS: S * scale, the max in those units, then * 0x3FB8AA3B; L =
-// FFMA(MUFU.LG2(l), ln 2, RN(m * ln 2))), not described here: 17 rows is the
-// fewest the captures saw run this kernel.
+// FFMA(MUFU.LG2(l), ln 2, RN(m * ln 2))), not described here; from two query
+// rows on this kernel runs (cuda/capture/cudnn_query_rows.py: N_q 1 to 17).
 inline kernel_description pytorch_sdpa_cudnn_sm90_description() {
   kernel_description d;
   d.name = "pytorch_sdpa_cudnn_sm90";
   d.summary = "torch 2.11's cuDNN backend (cuDNN 9.19's generated sm90 flash kernel) on sm_90; one query row runs "
               "cuDNN's sm80 kernel, not described";
   d.tiles = {{64, {64, 128}}, {128, {64, 128}}};
-  d.min_query_rows = 17;
+  d.min_query_rows = 2;
   d.scale_log2_from = scale_log2_source::float_product;
   flash_kernel& a = d.arithmetic;
   a.causal = causal_alignment::top_left;  // as SDPA's is_causal

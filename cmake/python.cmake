@@ -5,6 +5,21 @@
 # on the first run; later runs keep the cached choice.
 set(BITEXACT_PYTHON_DEFAULT OFF)
 set(BITEXACT_PYTHON_MISSING "")
+# The interpreter, when none is named: the first python3 on the PATH if it has NumPy and pytest,
+# else Debian's /usr/bin/python3 if that one has them (a pyenv or conda python3 first on the PATH
+# often has neither, and the README's packages install them for Debian's).
+if(NOT DEFINED Python3_EXECUTABLE AND NOT SKBUILD AND PROJECT_IS_TOP_LEVEL AND NOT BITEXACT_SANITIZE)
+  find_program(BITEXACT_PATH_PYTHON3 python3)
+  foreach(candidate ${BITEXACT_PATH_PYTHON3} /usr/bin/python3)
+    if(EXISTS "${candidate}")
+      execute_process(COMMAND ${candidate} -c "import numpy, pytest" RESULT_VARIABLE status OUTPUT_QUIET ERROR_QUIET)
+      if(status EQUAL 0)
+        set(Python3_EXECUTABLE ${candidate} CACHE FILEPATH "The interpreter of the Python module (one with NumPy and pytest)")
+        break()
+      endif()
+    endif()
+  endforeach()
+endif()
 if(DEFINED BITEXACT_BUILD_PYTHON)
   # Chosen already (by the caller, or cached by an earlier run): python/ checks its own needs when on.
 elseif(BITEXACT_SANITIZE)

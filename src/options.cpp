@@ -81,7 +81,7 @@ bool take_environment_option(argument_reader& reader, environment_options& optio
   if (reader.take_value("--round", value)) {
     const auto mode = rounding_mode_from_name(value);
     if (!mode)
-      fail("unknown rounding mode " + quoted_input(value) + "; expected one of " + std::string(rounding_names_hint));
+      fail("unknown rounding mode " + quoted_input(value) + "; expected one of " + rounding_names_hint());
     env.rounding = *mode;
     options.given |= option_round;
   } else if (reader.take_value("--tininess", value)) {

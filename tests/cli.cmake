@@ -157,7 +157,8 @@ bitexact_cli_test(error_mixed_formats_unsupported_without_to RC 2 ARGS trace add
 bitexact_cli_test(error_convert_without_to RC 2 ARGS trace convert 1 ONE_LINE_ERROR)
 bitexact_cli_test(error_unknown_option RC 2 ARGS trace add 1 1 --frobnicate ONE_LINE_ERROR)
 bitexact_cli_test(error_option_without_value RC 2 ARGS trace add 1 1 --to ONE_LINE_ERROR)
-bitexact_cli_test(error_bad_rounding_mode RC 2 ARGS trace add 1 1 --round sideways ONE_LINE_ERROR)
+bitexact_cli_test(error_bad_rounding_mode RC 2 ARGS trace add 1 1 --round sideways ONE_LINE_ERROR
+  ERROR_CONTAINS "expected one of nearest_even (or rne, near_even, nearest), nearest_away (or rna, near_maxMag)")
 bitexact_cli_test(error_bad_format_name RC 2 ARGS trace add 1 1 --to fp64 ONE_LINE_ERROR)
 bitexact_cli_test(error_bad_output_style RC 2 ARGS trace add 1 1 --output html ONE_LINE_ERROR)
 bitexact_cli_test(error_bad_tininess RC 2 ARGS trace add 1 1 --tininess never ONE_LINE_ERROR)

@@ -40,7 +40,7 @@ std::vector<rounding_mode> selected_modes() {
   if (only == nullptr) return {std::begin(all_modes), std::end(all_modes)};
   const std::optional<rounding_mode> named = rounding_mode_from_name(only);
   if (!named)
-    FAIL("BITEXACT_PROOF_MODE=" << std::string(only) << " names no rounding mode; use one of " << rounding_names_hint);
+    FAIL("BITEXACT_PROOF_MODE=" << std::string(only) << " names no rounding mode; use one of " << rounding_names_hint());
   return {*named};
 }
 

@@ -22,7 +22,7 @@ format format_named(std::string_view name) {
 rounding_mode rounding_named(std::string_view name) {
   if (const auto named = rounding_mode_from_name(name)) return *named;
   throw std::invalid_argument("unknown rounding " + quoted_input(name) + "; expected one of " +
-                              std::string(rounding_names_hint));
+                              rounding_names_hint());
 }
 
 environment environment_of(std::string_view rounding, std::string_view tiny, bool flush_to_zero,

@@ -204,8 +204,11 @@ def test_bad_inputs_raise_what_was_expected():
         bitexact.add(a, a)
     with pytest.raises(ValueError, match="unknown format 'bf17'"):
         bitexact.add(a, a, format="bf17")
-    with pytest.raises(ValueError, match="unknown rounding"):
+    with pytest.raises(ValueError, match=r"unknown rounding 'nearest_odd'; expected one of nearest_even \(or rne, "
+                                         r"near_even, nearest\),.* to_odd \(or odd, rod\), stochastic \(or sr\)"):
         bitexact.add(a, a, format="bf16", rounding="nearest_odd")
+    assert bitexact.add(a, a, format="bf16", rounding="rtz")[0].tolist() == \
+        bitexact.add(a, a, format="bf16", rounding="toward_zero")[0].tolist()  # an alias the message lists
     with pytest.raises(ValueError, match="do not broadcast"):
         bitexact.add(a, np.zeros(3, np.uint16), format="bf16")
     with pytest.raises(ValueError, match="needs random_bits"):

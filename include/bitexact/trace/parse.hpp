@@ -22,6 +22,7 @@
 // A value that rounds beyond the largest finite number is an error: write inf.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -75,20 +76,42 @@ constexpr std::optional<format> format_from_name(std::string_view name) {
 
 inline constexpr std::string_view format_names_hint = "fp32, bf16, fp16, tf32, e5m2, e4m3";
 
-// Accepts the enumerator names, short forms, and TestFloat's names (minMag, min, max, near_maxMag, ...).
+// Every spelling of each rounding mode: the enumerator's name first, then the
+// short forms and TestFloat's names (minMag, min, max, near_maxMag, ...). The
+// lookup and the list an error message shows both come from here.
+struct rounding_spelling {
+  rounding_mode mode;
+  std::array<std::string_view, 4> names;  // unused places empty
+};
+inline constexpr std::array<rounding_spelling, 7> rounding_spellings{{
+    {rounding_mode::nearest_even, {"nearest_even", "rne", "near_even", "nearest"}},
+    {rounding_mode::nearest_away, {"nearest_away", "rna", "near_maxMag", ""}},
+    {rounding_mode::toward_zero, {"toward_zero", "rtz", "minMag", "zero"}},
+    {rounding_mode::upward, {"upward", "rup", "max", "up"}},
+    {rounding_mode::downward, {"downward", "rdn", "min", "down"}},
+    {rounding_mode::to_odd, {"to_odd", "odd", "rod", ""}},
+    {rounding_mode::stochastic, {"stochastic", "sr", "", ""}},
+}};
+
 constexpr std::optional<rounding_mode> rounding_mode_from_name(std::string_view name) {
-  if (name == "nearest_even" || name == "rne" || name == "near_even" || name == "nearest") return rounding_mode::nearest_even;
-  if (name == "nearest_away" || name == "rna" || name == "near_maxMag") return rounding_mode::nearest_away;
-  if (name == "toward_zero" || name == "rtz" || name == "minMag" || name == "zero") return rounding_mode::toward_zero;
-  if (name == "upward" || name == "rup" || name == "max" || name == "up") return rounding_mode::upward;
-  if (name == "downward" || name == "rdn" || name == "min" || name == "down") return rounding_mode::downward;
-  if (name == "to_odd" || name == "odd" || name == "rod") return rounding_mode::to_odd;
-  if (name == "stochastic" || name == "sr") return rounding_mode::stochastic;
+  for (const rounding_spelling& spelling : rounding_spellings)
+    for (const std::string_view n : spelling.names)
+      if (!n.empty() && n == name) return spelling.mode;
   return std::nullopt;
 }
 
-inline constexpr std::string_view rounding_names_hint =
-    "nearest_even, nearest_away, toward_zero, upward, downward, to_odd, stochastic";
+// "nearest_even (or rne, near_even, nearest), nearest_away (or rna, near_maxMag), ...".
+inline std::string rounding_names_hint() {
+  std::string text;
+  for (const rounding_spelling& spelling : rounding_spellings) {
+    text += (text.empty() ? "" : ", ") + std::string(spelling.names[0]);
+    std::string others;
+    for (std::size_t i = 1; i < spelling.names.size(); ++i)
+      if (!spelling.names[i].empty()) others += (others.empty() ? "" : ", ") + std::string(spelling.names[i]);
+    if (!others.empty()) text += " (or " + others + ")";
+  }
+  return text;
+}
 
 enum class operand_syntax : std::uint8_t { bit_pattern, decimal, hex_float, infinity, nan };
 

@@ -52,6 +52,47 @@ def test_dk_and_dv_do_not_depend_on_the_calls_heads(data_dir):
     np.testing.assert_array_equal(g["dv"], a["dv"])
 
 
+def test_the_calls_heads_decide_dq(data_dir):
+    # The 512 x 512 causal head came from a call of 4 heads: 33 dQ buffers, one for each of its 4 key
+    # blocks. Given as part of a call of 66 heads it has 2, (t0 + t2) + (t1 + t3) instead of
+    # t0 + t1 + t2 + t3, and 15 of dQ's 65,536 elements round otherwise; dK and dV stay.
+    head, keywords, _ = next(c for c in cases(data_dir) if c[0].name.startswith("d128_n512_causal_ties"))
+    a = load(head)
+    args = [a[x] for x in ("q", "k", "v", "o", "lse", "do")]
+    wrong = bitexact.attention_backward(*args, causal=True, batch_heads=(1, 66))
+    assert np.count_nonzero(wrong["dq"] != a["dq"]) == 15
+    np.testing.assert_array_equal(wrong["dk"], a["dk"])
+    np.testing.assert_array_equal(wrong["dv"], a["dv"])
+    np.testing.assert_array_equal(bitexact.attention_backward(*args, **keywords)["dq"], a["dq"])
+
+
+@pytest.mark.skipif(not SLOW, reason="the 4096-row head takes seconds a call; BITEXACT_SLOW=1 runs it")
+def test_one_head_alone_is_not_the_call_of_eight(data_dir):
+    # The 4096 x 4096 head of a call of 2 x 4 heads: 17 dQ buffers for its 32 key blocks. As a call of
+    # its own (1, 1) it would have 132, one a block, and 40 of dQ's elements differ.
+    head, _, _ = next(c for c in cases(data_dir) if c[0].name.startswith("d64_n4096"))
+    a = load(head)
+    g = bitexact.attention_backward(*(a[x] for x in ("q", "k", "v", "o", "lse", "do")), batch_heads=(1, 1))
+    assert np.count_nonzero(g["dq"] != a["dq"]) == 40
+    np.testing.assert_array_equal(g["dk"], a["dk"])
+
+
+def test_batch_and_heads_of_the_arrays(data_dir, compared):
+    # [B, H, N, d] arrays: every head computed alone, the arrays' B and H the call's by default (the
+    # 17-row head came from a call of 1 x 2 heads; here it is both of them).
+    head, keywords, _ = next(c for c in cases(data_dir) if c[0].name.startswith("d128_n17"))
+    a = load(head)
+    both = {x: np.stack([a[x], a[x]])[None] for x in ("q", "k", "v", "o", "lse", "do")}
+    g = bitexact.attention_backward(*(both[x] for x in ("q", "k", "v", "o", "lse", "do")), causal=True)
+    assert g["dq"].shape == (1, 2, 17, 128) and g["dk"].shape == g["dv"].shape == (1, 2, 17, 128)
+    assert g["delta"].shape == (1, 2, 17)
+    for name in ("dq", "dk", "dv"):
+        for h in range(2):
+            np.testing.assert_array_equal(g[name][0, h], a[name], err_msg=f"head {h}: {name}")
+            compared(a[name].size)
+    np.testing.assert_array_equal(g["delta"][0, 0], g["delta"][0, 1])
+
+
 def test_refusals(data_dir):
     head, keywords, _ = next(c for c in cases(data_dir) if c[0].name.startswith("d128_n17"))
     a = load(head)
@@ -69,3 +110,14 @@ def test_refusals(data_dir):
         bitexact.attention_backward(*small)
     with pytest.raises(ValueError, match="batch_heads"):
         bitexact.attention_backward(*args, batch_heads=(0, 1))
+    with pytest.raises(ValueError, match=r"d_o has shape \(17, 64\); expected q's \(17, 128\)"):
+        bitexact.attention_backward(*args[:5], a["do"][:, :64])
+    with pytest.raises(TypeError, match="q: expected"):
+        bitexact.attention_backward(a["q"].astype(np.float32), *args[1:])
+    with pytest.raises(TypeError, match="lse: expected"):
+        bitexact.attention_backward(*args[:4], a["lse"].astype(np.float64), a["do"])
+    with pytest.raises(ValueError, match=r"k \(17, 64\) does not match q \(17, 128\)"):
+        bitexact.attention_backward(a["q"], a["k"][:, :64], a["v"][:, :64], *args[3:])
+    two_heads = [np.stack([x, x])[None] for x in args]  # [1, 2, ...]: more heads than batch_heads's call
+    with pytest.raises(ValueError, match="batch_heads"):
+        bitexact.attention_backward(*two_heads, batch_heads=(1, 1))

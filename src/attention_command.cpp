@@ -1247,10 +1247,9 @@ int backward_pass(const attention_options& options) {
                 index_text(p, row_index / n_rows, row, col).c_str(), value_text((*expected)[first]).c_str(),
                 value_text(model[first]).c_str());
     const long bm = kernel.block_m, bn = kernel.block_n, n_q = static_cast<long>(rows), n_k = static_cast<long>(keys);
-    const long diagonal = n_k - n_q;
     if (key_rows) {
       const long block = static_cast<long>(row) / bn;
-      const long m_min = options.causal ? std::max(0L, (block * bn - diagonal) / bm) : 0;
+      const long m_min = attention::first_query_block(kernel, p.head_shape, block);
       std::printf("  key %zu: key block %ld (keys %ld..%ld); its sum runs over query blocks %ld down to %ld, 16 rows "
                   "a tensor-core step\n",
                   row, block, block * bn, std::min((block + 1) * bn, n_k) - 1, (n_q + bm - 1) / bm - 1, m_min);

@@ -30,6 +30,12 @@ KERNELS = {  # capture name: how the command names the kernel
 COUNT = re.compile(r"^(O|L): (\d+) elements compared, (\d+) mismatches$", re.M)
 
 
+def call_options(scenario):
+    """The command's options for a captured call's mask and scale."""
+    return (["--causal"] if scenario["causal"] else []) + \
+        (["--scale", repr(scenario["scale"])] if scenario["scale"] is not None else [])
+
+
 def check(command, folder, scenario, kernel, scratch):
     o = os.path.join(folder, f"o_{kernel}.npy")
     if not os.path.exists(o):
@@ -40,11 +46,7 @@ def check(command, folder, scenario, kernel, scratch):
     lse_path = os.path.join(scratch, "lse.npy")
     np.save(lse_path, np.ascontiguousarray(lse[..., :n]) if lse.ndim == 3 else lse)
     args = [command, "attention", *(os.path.join(folder, f"{x}.npy") for x in "qkv"), *KERNELS[kernel],
-            "--expect-o", o, "--expect-lse", lse_path]
-    if scenario["causal"]:
-        args.append("--causal")
-    if scenario["scale"] is not None:
-        args += ["--scale", repr(scenario["scale"])]
+            "--expect-o", o, "--expect-lse", lse_path, *call_options(scenario)]
     run = subprocess.run(args, capture_output=True, text=True)
     if run.returncode == 2:
         return ("refused", run.stderr.strip().split(": ")[-1])
@@ -103,16 +105,17 @@ def print_pairs(capture, manifest):
                     pair = counts.setdefault((a, b), [0, 0])
                     pair[0] += int((o[a] != o[b]).sum())
                     pair[1] += o[a].size
+    def share(tally, digits):  # "differ of compared (percent)", or "not run" for a kernel the capture lacks
+        return "not run" if tally is None else f"{tally[0]:,} of {tally[1]:,} ({tally[0] / tally[1]:.{digits}%})"
     print("\n| O elements differing | " + " | ".join(names[1:]) + " |")
     print("| --- |" + " --- |" * (len(names) - 1))
     for i, a in enumerate(names[:-1]):
-        cells = ["" if j <= i else "{:,} of {:,} ({:.1%})".format(*counts[(a, b)], counts[(a, b)][0] / counts[(a, b)][1])
-                 for j, b in enumerate(names) if j > 0]
+        cells = ["" if j <= i else share(counts.get((a, b)), 1) for j, b in enumerate(names) if j > 0]
         print(f"| **{a}** | " + " | ".join(cells) + " |")
     print("\n| O elements differing from float64 attention rounded once to bf16 (no NaN/inf scenarios) | " +
           " | ".join(names) + " |")
     print("| --- |" + " --- |" * len(names))
-    print("| | " + " | ".join("{:,} of {:,} ({:.2%})".format(*exact[k], exact[k][0] / exact[k][1]) for k in names) + " |")
+    print("| | " + " | ".join(share(exact.get(k), 2) for k in names) + " |")
 
 
 def main():

@@ -15,6 +15,8 @@ import re
 import subprocess
 import sys
 
+from check_backend_captures import call_options
+
 COUNT = re.compile(r"^(dQ|dK|dV): (\d+) elements compared, (\d+) mismatches$", re.M)
 
 
@@ -33,11 +35,7 @@ def main():
         path = lambda name: os.path.join(folder, f"{name}.npy")  # noqa: E731
         args = [command, "attention", path("q"), path("k"), path("v"), "--batch-heads", f"{s['B']},{s['H']}",
                 "--backward", path("do"), "--forward-o", path("o"), "--forward-lse", path("lse"),
-                "--expect-dq", path("dq"), "--expect-dk", path("dk"), "--expect-dv", path("dv")]
-        if s["causal"]:
-            args.append("--causal")
-        if s["scale"] is not None:
-            args += ["--scale", repr(s["scale"])]
+                "--expect-dq", path("dq"), "--expect-dk", path("dk"), "--expect-dv", path("dv"), *call_options(s)]
         run = subprocess.run(args, capture_output=True, text=True)
         if run.returncode == 2:
             sys.exit(f"{s['name']}: {run.stderr.strip()}")

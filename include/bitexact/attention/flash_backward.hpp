@@ -143,11 +143,16 @@ inline float32 row_delta(std::span<const bfloat16> d_o, std::span<const bfloat16
   return partial[0];
 }
 
-// exp2f as nvcc compiles it (the FA2 kernels are not built with fast math):
-// MUFU.EX2, with the halving below -126 (hardware/mufu.hpp).
-inline float32 exp2f(float32 x) { return ptx::ex2_approx(x); }
-
 }  // namespace detail
+
+// The first query block the K/V block key_block visits (m_block_min): 0, or
+// under the causal mask the first that sees one of its keys. It walks from the
+// last query block down to this one.
+inline long first_query_block(const flash_backward_kernel& kernel, const attention_shape& shape, long key_block) {
+  if (!shape.causal) return 0;
+  const long diagonal = static_cast<long>(shape.key_rows) - shape.query_rows;  // bottom-right
+  return std::max(0L, (key_block * kernel.block_n - diagonal) / kernel.block_m);  // C's division, as the kernel's
+}
 
 // One head: q, o, d_o [query_rows][head_dim], k, v [key_rows][head_dim],
 // lse [query_rows] (the forward's L, natural log, +inf for a row that saw no
@@ -164,6 +169,8 @@ inline backward_gradients flash_backward_head(const flash_backward_kernel& kerne
       k.size() != n_k * d || v.size() != n_k * d)
     throw std::invalid_argument("flash_backward_head: q, o, d_o need query_rows x head_dim values, lse query_rows, "
                                 "k and v key_rows x head_dim");
+  if (d != 64 && d != 128)  // the preprocessing kernel's 8 threads a row cover 64 columns at a time
+    throw std::invalid_argument("flash_backward_head: head_dim " + std::to_string(d) + " is not described (64 and 128 are)");
   backward_gradients out{std::vector<bfloat16>(n_q * d), std::vector<bfloat16>(n_k * d),
                          std::vector<bfloat16>(n_k * d), std::vector<float32>(n_q)};
   for (std::size_t i = 0; i < n_q; ++i) out.delta[i] = detail::row_delta(d_o.subspan(i * d, d), o.subspan(i * d, d));
@@ -187,10 +194,7 @@ inline backward_gradients flash_backward_head(const flash_backward_kernel& kerne
         k_t.at(c, j) = k_n.at(j, c);
       }
     matrix<float32> dk_acc(bn, d), dv_acc(bn, d);
-    // m_block_min: the first query block that sees a key of this block.
-    long m_min = 0;
-    if (shape.causal) m_min = std::max(0L, (static_cast<long>(n * bn) - diagonal) / static_cast<long>(bm));
-    for (long m = static_cast<long>(m_blocks) - 1; m >= m_min; --m) {
+    for (long m = static_cast<long>(m_blocks) - 1; m >= first_query_block(kernel, shape, static_cast<long>(n)); --m) {
       const std::size_t row0 = static_cast<std::size_t>(m) * bm;
       for (std::size_t i = 0; i < bm; ++i)
         for (std::size_t c = 0; c < d; ++c) {
@@ -216,7 +220,7 @@ inline backward_gradients flash_backward_head(const flash_backward_kernel& kerne
           const float32 exponent = kernel.unfused_exponent
                                        ? ptx::sub_f32(ptx::mul_f32(score, kernel.scale_log2), l_scaled)
                                        : ptx::fma_f32(score, kernel.scale_log2, float32::from_bits(l_scaled.bits ^ 0x80000000u));
-          const float32 p = detail::exp2f(exponent);
+          const float32 p = ptx::ex2_approx(exponent);  // exp2f as nvcc compiles it: MUFU.EX2, halved below -126
           const float32 grad = ptx::mul_f32(p, ptx::sub_f32(dp.at(i, j), delta));
           p_t.at(j, i) = ptx::cvt_rn_bf16_f32(p);
           ds.at(i, j) = ptx::cvt_rn_bf16_f32(grad);

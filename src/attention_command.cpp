@@ -3,7 +3,6 @@
 // of NumPy files, written out or compared bit for bit with what a GPU wrote.
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -28,7 +27,7 @@
 #include <bitexact/trace/render.hpp>
 
 #include "cli.hpp"
-#include "npy.hpp"
+#include <bitexact/testing/npy.hpp>
 
 namespace bitexact::cli {
 namespace {
@@ -58,56 +57,7 @@ constexpr std::string_view attention_help =
     "that is not.\n"
     "\n"
     "options:\n"
-    "  --preset NAME       the kernel modelled, by name (default pytorch_sdpa_flash_sm90; the\n"
-    "                      list is below, and --list-kernels prints it)\n"
-    "  --kernel FILE.json  the kernel modelled, from its description (a JSON object, the\n"
-    "                      fields in docs/attention.md; --print-kernel NAME writes a preset's)\n"
-    "  --list-kernels      print every preset's name and summary, and exit\n"
-    "  --print-kernel NAME print a GPU kernel preset's description as JSON, and exit\n"
-    "  --compare A B       compute two GPU kernels (preset names or .json files) on the files\n"
-    "                      and say how their O and L differ: how many elements, by how many\n"
-    "                      ulps and in which direction, and for the first differing element\n"
-    "                      of O, which of its row's values part first and, side by side, the\n"
-    "                      first key whose bf16 P differs (exit 1 if any differ)\n"
-  "  --causal            the causal mask (is_causal=True)\n"
-    "  --scale X           the softmax scale as PyTorch's scale= takes it: a decimal, read as\n"
-    "                      a double (a Python float), rounded to float for the GPU kernel\n"
-    "                      (default 1/sqrt(d); d ** -0.5 for the paper_reference presets)\n"
-    "  --splits N          (kernels with FA2's split-KV path) N split-KV splits (1 to 128) instead of the\n"
-    "                      heuristic's; N > 1 takes the split kernel's tiles, 64 rows by 256\n"
-    "                      keys (d 64) or by 128 keys (d 128); N = 1 the single kernel's\n"
-    "  --batch-heads B,H   (GPU kernel presets) the B and H of the original call when the\n"
-    "                      files hold only some of its heads: they decide the split count\n"
-    "                      (default: the files' shape)\n"
-    "  --no-autocast       paper_reference presets: every tensor bf16, outside autocast\n"
-    "  --beta B            stabilized presets: a block's repeated positive max m becomes\n"
-    "                      RN(B * m) (a decimal, at least 1; default 2)\n"
-    "  --eps E             stabilized presets: scores within E of the block's max, in scaled\n"
-    "                      units, count as repeats (a decimal, at least 0; default 0.001)\n"
-    "  --out-o FILE        write O as uint16 bf16 bit patterns, shaped like Q\n"
-    "  --out-lse FILE      write L as float32, shape [B, H, N] ([N] for [N, d] inputs)\n"
-    "  --expect-o FILE     compare O with FILE bit for bit: uint16 or int16 bf16 patterns, or\n"
-    "                      float32 holding bf16 values exactly, shaped like Q\n"
-    "  --expect-lse FILE   compare L with FILE bit for bit: float32, [B, H, N] ([N] for\n"
-    "                      [N, d] inputs; a trailing 1, as cuDNN's backend returns it, is\n"
-    "                      accepted)\n"
-    "  --explain INDEX     (GPU kernel presets) show how one element of O was computed,\n"
-    "                      INDEX b,h,row,col ([B, H, N, d] files) or row,col ([N, d]): its\n"
-    "                      row block by block (maxima, rescale factors, P = 1 counts, row\n"
-    "                      sums, the element after each block) and every rounding of the\n"
-    "                      element in order, the largest and the last in full\n"
-    "  --backward DO       the backward pass instead (PyTorch's flash backward on sm_90, under\n"
-    "                      torch.use_deterministic_algorithms(True)): DO is dL/dO, shaped\n"
-    "                      like Q; computes dQ, dK, dV and delta = rowsum(dO * O), from\n"
-    "  --forward-o FILE    the forward's O (bf16, like Q) and\n"
-    "  --forward-lse FILE  L (float32, as --expect-lse); either, when not given, computed by\n"
-    "                      pytorch_sdpa_flash_sm90. --batch-heads sets the call's B and H,\n"
-    "                      which decide how dQ's additions are ordered\n"
-    "  --expect-dq FILE, --expect-dk FILE, --expect-dv FILE, --expect-delta FILE\n"
-    "                      compare with FILE bit for bit (bf16 as for O; delta float32 as L)\n"
-    "  --out-dq FILE, --out-dk FILE, --out-dv FILE, --out-delta FILE\n"
-    "                      write them (uint16 bf16 patterns; delta float32)\n"
-    "Options take `--name VALUE` or `--name=VALUE`, each once.\n"
+    "{options}\n"
     "  (--explain and the explanation of a first mismatch trace FA2's arithmetic: the\n"
     "  pytorch_sdpa_flash_sm90 presets and descriptions with the same arithmetic)\n"
     "\n"
@@ -169,7 +119,8 @@ struct attention_options {
   std::optional<int> splits;
   std::optional<std::pair<int, int>> batch_heads;
   std::string out_o, out_lse, expect_o, expect_lse;
-  std::optional<std::pair<kernel_choice, kernel_choice>> compare;  // --compare A B
+  std::vector<kernel_choice> compare;  // --compare A B: none, or the two kernels
+  bool preset_given = false;
   // --backward dO: the flash backward pass, from the forward's O and L
   // (--forward-o, --forward-lse; computed by the forward preset when not given).
   std::string backward_do, forward_o, forward_lse;
@@ -177,37 +128,20 @@ struct attention_options {
   bool backward() const { return !backward_do.empty(); }
 };
 
-int parse_count(std::string_view text, int low, int high, std::string_view option, std::string_view example) {
-  int parsed = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed);
-  if (text.empty() || error != std::errc{} || end != text.data() + text.size() || parsed < low || parsed > high)
-    fail("attention: " + std::string(option) + " expects " + std::string(example) + ", not " + quoted_input(text));
-  return parsed;
-}
-
 // B,H: two positive integers, their product at most 2^30.
 std::pair<int, int> parse_batch_heads(std::string_view text) {
-  const auto positive = [](std::string_view digits, int& parsed) {
-    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), parsed);
-    return !digits.empty() && error == std::errc{} && end == digits.data() + digits.size() && parsed >= 1;
-  };
-  const std::size_t comma = text.find(',');
-  int batch = 0, heads = 0;
-  if (comma == std::string_view::npos || !positive(text.substr(0, comma), batch) ||
-      !positive(text.substr(comma + 1), heads) || static_cast<long long>(batch) * heads > (1LL << 30))
-    fail("attention: --batch-heads expects B,H, two positive integers (e.g. 1,32), not " + quoted_input(text));
-  return {batch, heads};
+  const std::vector<std::string_view> items = split_list(text);
+  const auto batch = integer_in(items[0], 1, 1 << 30), heads = integer_in(items.back(), 1, 1 << 30);
+  if (items.size() != 2 || !batch || !heads || static_cast<long long>(*batch) * *heads > (1LL << 30))
+    refuse_value("B,H, two positive integers (e.g. 1,32)", text);
+  return {*batch, *heads};
 }
 
-// A decimal read as a double (a Python float) and rounded to float, as PyTorch
-// passes scale= to the kernel (and as a kernel would take beta and epsilon).
-double parse_decimal(std::string_view text, std::string_view option, double least, std::string_view expected) {
-  const std::string copy(text);
-  char* end = nullptr;
-  const double parsed = std::strtod(copy.c_str(), &end);
-  if (copy.empty() || *end != '\0' || !std::isfinite(parsed) || !std::isfinite(static_cast<float>(parsed)) ||
-      parsed < least)
-    fail("attention: " + std::string(option) + " expects " + std::string(expected) + ", not " + quoted_input(text));
+// A decimal read as a double (a Python float) that a float can hold too, as PyTorch passes scale= to the
+// kernel rounded to float (and as a kernel would take beta and epsilon).
+double parse_float_decimal(std::string_view text, std::string_view expected, double least = -HUGE_VAL) {
+  const double parsed = parse_decimal(text, expected, least);
+  if (!std::isfinite(static_cast<float>(parsed))) refuse_value(expected, text);
   return parsed;
 }
 
@@ -249,90 +183,121 @@ bool flash2_arithmetic(const kernel_choice& kernel) {
   return attention::has_flash2_arithmetic(arithmetic);
 }
 
-attention_options parse_options(const arguments& args) {
-  argument_reader reader(args, "attention");
-  attention_options options;
-  bool preset_given = false;
-  std::vector<std::string> files;
-  for (; !reader.at_end(); reader.next()) {
-    std::string_view value;
-    if (reader.take_value("--preset", value)) {
-      if (options.kernel.described) fail("attention: --preset and --kernel both name the kernel; give one");
-      try {
-        options.kernel.named = &attention::find_preset(value);
-      } catch (const std::invalid_argument& error) {
-        fail("attention: " + std::string(error.what()));
-      }
-      preset_given = true;
-    } else if (reader.take_value("--compare", value)) {
-      const kernel_choice first = gpu_kernel_named(value);
-      reader.next();
-      if (reader.at_end()) fail("attention: --compare expects two kernels, A B (preset names or .json files)");
-      options.compare = {first, gpu_kernel_named(reader.current())};
-    } else if (reader.take_value("--kernel", value)) {
-      if (preset_given) fail("attention: --preset and --kernel both name the kernel; give one");
-      options.kernel.described = read_description(value);
-    } else if (reader.take_flag("--no-autocast")) {
-      options.no_autocast = true;
-    } else if (reader.take_flag("--causal")) {
-      options.causal = true;
-    } else if (reader.take_value("--scale", value)) {
-      options.scale = parse_decimal(value, "--scale", -HUGE_VAL, "a finite decimal such as 0.125");
-    } else if (reader.take_value("--beta", value)) {
-      options.beta = as_float(parse_decimal(value, "--beta", 1.0, "a finite decimal of at least 1, such as 2"));
-    } else if (reader.take_value("--eps", value)) {
-      options.epsilon = as_float(parse_decimal(value, "--eps", 0.0, "a finite decimal of at least 0, such as 0.001"));
-    } else if (reader.take_value("--explain", value)) {
-      options.explain = value;
-    } else if (reader.take_value("--splits", value)) {
-      options.splits = parse_count(value, 1, 128, "--splits", "an integer from 1 to 128");
-    } else if (reader.take_value("--batch-heads", value)) {
-      options.batch_heads = parse_batch_heads(value);
-    } else if (reader.take_value("--out-o", value)) {
-      options.out_o = value;
-    } else if (reader.take_value("--out-lse", value)) {
-      options.out_lse = value;
-    } else if (reader.take_value("--expect-o", value)) {
-      options.expect_o = value;
-    } else if (reader.take_value("--expect-lse", value)) {
-      options.expect_lse = value;
-    } else if (reader.take_value("--backward", value)) {
-      options.backward_do = value;
-    } else if (reader.take_value("--forward-o", value)) {
-      options.forward_o = value;
-    } else if (reader.take_value("--forward-lse", value)) {
-      options.forward_lse = value;
-    } else if (reader.take_value("--expect-dq", value)) {
-      options.expect_dq = value;
-    } else if (reader.take_value("--expect-dk", value)) {
-      options.expect_dk = value;
-    } else if (reader.take_value("--expect-dv", value)) {
-      options.expect_dv = value;
-    } else if (reader.take_value("--expect-delta", value)) {
-      options.expect_delta = value;
-    } else if (reader.take_value("--out-dq", value)) {
-      options.out_dq = value;
-    } else if (reader.take_value("--out-dk", value)) {
-      options.out_dk = value;
-    } else if (reader.take_value("--out-dv", value)) {
-      options.out_dv = value;
-    } else if (reader.take_value("--out-delta", value)) {
-      options.out_delta = value;
-    } else if (reader.current().size() > 1 && reader.current().front() == '-') {
-      reader.unknown_option();
-    } else {
-      if (files.size() == 3)
-        fail("attention: unexpected argument " + quoted_input(reader.current()) + "; expected three files, Q K V");
-      files.emplace_back(reader.current());
-    }
-  }
+std::vector<option> option_table(attention_options& o) {
+  const auto file = [](std::string& path) { return [&path](std::string_view name) { path = name; }; };
+  return {
+      {"--preset", "NAME",
+       "the kernel modelled, by name (default pytorch_sdpa_flash_sm90; the\n"
+       "list is below, and --list-kernels prints it)",
+       [&](std::string_view name) {
+         if (o.kernel.described) fail("attention: --preset and --kernel both name the kernel; give one");
+         try {
+           o.kernel.named = &attention::find_preset(name);
+         } catch (const std::invalid_argument& error) {
+           fail("attention: " + std::string(error.what()));
+         }
+         o.preset_given = true;
+       }},
+      {"--kernel", "FILE.json",
+       "the kernel modelled, from its description (a JSON object, the\n"
+       "fields in docs/attention.md; --print-kernel NAME writes a preset's)",
+       [&](std::string_view path) {
+         if (o.preset_given) fail("attention: --preset and --kernel both name the kernel; give one");
+         o.kernel.described = read_description(path);
+       }},
+      {"--list-kernels", "", "print every preset's name and summary, and exit",
+       [](std::string_view) { fail("attention: --list-kernels takes no other arguments; write it alone"); }},
+      {"--print-kernel", "NAME", "print a GPU kernel preset's description as JSON, and exit",
+       [](std::string_view) { fail("attention: --print-kernel NAME takes no other arguments; write it alone"); }},
+      {"--compare", "A B",
+       "compute two GPU kernels (preset names or .json files) on the files\n"
+       "and say how their O and L differ: how many elements, by how many\n"
+       "ulps and in which direction, and for the first differing element\n"
+       "of O, which of its row's values part first and, side by side, the\n"
+       "first key whose bf16 P differs (exit 1 if any differ)",
+       [&](std::string_view kernel) { o.compare.push_back(gpu_kernel_named(kernel)); }},
+      {"--causal", "", "the causal mask (is_causal=True)", [&](std::string_view) { o.causal = true; }},
+      {"--scale", "X",
+       "the softmax scale as PyTorch's scale= takes it: a decimal, read as\n"
+       "a double (a Python float), rounded to float for the GPU kernel\n"
+       "(default 1/sqrt(d); d ** -0.5 for the paper_reference presets)",
+       [&](std::string_view x) { o.scale = parse_float_decimal(x, "a finite decimal such as 0.125"); }},
+      {"--splits", "N",
+       "(kernels with FA2's split-KV path) N split-KV splits (1 to 128) instead of the\n"
+       "heuristic's; N > 1 takes the split kernel's tiles, 64 rows by 256\n"
+       "keys (d 64) or by 128 keys (d 128); N = 1 the single kernel's",
+       [&](std::string_view n) { o.splits = parse_integer(n, 1, 128, "an integer from 1 to 128"); }},
+      {"--batch-heads", "B,H",
+       "(GPU kernel presets) the B and H of the original call when the\n"
+       "files hold only some of its heads: they decide the split count\n"
+       "(default: the files' shape)",
+       [&](std::string_view bh) { o.batch_heads = parse_batch_heads(bh); }},
+      {"--no-autocast", "", "paper_reference presets: every tensor bf16, outside autocast",
+       [&](std::string_view) { o.no_autocast = true; }},
+      {"--beta", "B",
+       "stabilized presets: a block's repeated positive max m becomes\n"
+       "RN(B * m) (a decimal, at least 1; default 2)",
+       [&](std::string_view b) {
+         o.beta = as_float(parse_float_decimal(b, "a finite decimal of at least 1, such as 2", 1.0));
+       }},
+      {"--eps", "E",
+       "stabilized presets: scores within E of the block's max, in scaled\n"
+       "units, count as repeats (a decimal, at least 0; default 0.001)",
+       [&](std::string_view e) {
+         o.epsilon = as_float(parse_float_decimal(e, "a finite decimal of at least 0, such as 0.001", 0.0));
+       }},
+      {"--out-o", "FILE", "write O as uint16 bf16 bit patterns, shaped like Q", file(o.out_o)},
+      {"--out-lse", "FILE", "write L as float32, shape [B, H, N] ([N] for [N, d] inputs)", file(o.out_lse)},
+      {"--expect-o", "FILE",
+       "compare O with FILE bit for bit: uint16 or int16 bf16 patterns, or\n"
+       "float32 holding bf16 values exactly, shaped like Q",
+       file(o.expect_o)},
+      {"--expect-lse", "FILE",
+       "compare L with FILE bit for bit: float32, [B, H, N] ([N] for\n"
+       "[N, d] inputs; a trailing 1, as cuDNN's backend returns it, is\n"
+       "accepted)",
+       file(o.expect_lse)},
+      {"--explain", "INDEX",
+       "(GPU kernel presets) show how one element of O was computed,\n"
+       "INDEX b,h,row,col ([B, H, N, d] files) or row,col ([N, d]): its\n"
+       "row block by block (maxima, rescale factors, P = 1 counts, row\n"
+       "sums, the element after each block) and every rounding of the\n"
+       "element in order, the largest and the last in full",
+       file(o.explain)},
+      {"--backward", "DO",
+       "the backward pass instead (PyTorch's flash backward on sm_90, under\n"
+       "torch.use_deterministic_algorithms(True)): DO is dL/dO, shaped\n"
+       "like Q; computes dQ, dK, dV and delta = rowsum(dO * O), from",
+       file(o.backward_do)},
+      {"--forward-o", "FILE", "the forward's O (bf16, like Q) and", file(o.forward_o)},
+      {"--forward-lse", "FILE",
+       "L (float32, as --expect-lse); either, when not given, computed by\n"
+       "pytorch_sdpa_flash_sm90. --batch-heads sets the call's B and H,\n"
+       "which decide how dQ's additions are ordered",
+       file(o.forward_lse)},
+      {"--expect-dq", "FILE", "compare dQ with FILE bit for bit (bf16, as for O)", file(o.expect_dq)},
+      {"--expect-dk", "FILE", "the same for dK", file(o.expect_dk)},
+      {"--expect-dv", "FILE", "the same for dV", file(o.expect_dv)},
+      {"--expect-delta", "FILE", "the same for delta (float32, as for L)", file(o.expect_delta)},
+      {"--out-dq", "FILE", "write dQ (uint16 bf16 patterns)", file(o.out_dq)},
+      {"--out-dk", "FILE", "write dK (the same)", file(o.out_dk)},
+      {"--out-dv", "FILE", "write dV (the same)", file(o.out_dv)},
+      {"--out-delta", "FILE", "write delta (float32)", file(o.out_delta)},
+  };
+}
+
+// What no single option can check: the three files, and the options that exclude or need each other.
+void check_options(attention_options& options, const arguments& files) {
+  if (files.size() > 3)
+    fail("attention: unexpected argument " + quoted_input(files[3]) + "; expected three files, Q K V");
   if (files.size() != 3)
     fail("attention: expected three .npy files, Q K V, but got " + std::to_string(files.size()) +
          "; see bitexact attention --help");
   options.q_path = files[0], options.k_path = files[1], options.v_path = files[2];
-  if (options.compare && (preset_given || options.kernel.described || !options.explain.empty() ||
-                          !options.expect_o.empty() || !options.expect_lse.empty() || !options.out_o.empty() ||
-                          !options.out_lse.empty() || options.beta || options.epsilon))
+  if (!options.compare.empty() &&
+      (options.preset_given || options.kernel.described || !options.explain.empty() || !options.expect_o.empty() ||
+       !options.expect_lse.empty() || !options.out_o.empty() || !options.out_lse.empty() || options.beta ||
+       options.epsilon))
     fail("attention: --compare A B computes two kernels and compares them; it takes no --preset, --kernel, "
          "--explain, --expect-*, --out-*, --beta or --eps");
   const bool backward_files = !options.forward_o.empty() || !options.forward_lse.empty() ||
@@ -342,7 +307,8 @@ attention_options parse_options(const arguments& args) {
   if (backward_files && !options.backward())
     fail("attention: --forward-*, --expect-d* and --out-d* belong to the backward pass; give --backward DO.npy");
   if (options.backward() &&
-      (options.compare || options.kernel.described || options.kernel.named != &attention::presets().front() ||
+      (!options.compare.empty() || options.kernel.described ||
+       options.kernel.named != &attention::presets().front() ||
        !options.explain.empty() || !options.expect_o.empty() || !options.expect_lse.empty() ||
        !options.out_o.empty() || !options.out_lse.empty()))
     fail("attention: --backward models PyTorch's flash backward on the pytorch_sdpa_flash_sm90 forward; it takes no "
@@ -366,7 +332,6 @@ attention_options parse_options(const arguments& args) {
   if (options.kernel.is(attention::preset_kind::paper_reference_fp64) && (!options.expect_o.empty() || !options.expect_lse.empty()))
     fail("attention: paper_reference_fp64 computes in double, a reference to measure errors against, not bits a GPU "
          "writes; --expect-o and --expect-lse need another preset");
-  return options;
 }
 
 npy::array read_npy(const std::string& path) {
@@ -441,19 +406,11 @@ element_index parse_element_index(std::string_view text, const operand_tensor& q
   const std::vector<std::size_t> extents =
       four_d ? std::vector<std::size_t>{q.batch, q.heads, q.rows, q.head_dim} : std::vector<std::size_t>{q.rows, q.head_dim};
   const std::string_view form = four_d ? "b,h,row,col" : "row,col";
+  const std::vector<std::string_view> fields = split_list(text);
   std::vector<std::size_t> index;
-  for (std::size_t start = 0; start <= text.size();) {
-    const std::size_t comma = std::min(text.find(',', start), text.size());
-    const std::string_view field = text.substr(start, comma - start);
-    std::size_t parsed = 0;
-    const auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), parsed);
-    if (field.empty() || error != std::errc{} || end != field.data() + field.size() || index.size() == extents.size() ||
-        parsed >= extents[index.size()])
-      fail(fmt::format("attention: --explain expects {} within Q's shape {}, not {}", form, shape_text(q.file_shape),
-                       quoted_input(text)));
-    index.push_back(parsed);
-    start = comma + 1;
-  }
+  for (std::size_t i = 0; i < fields.size() && fields.size() == extents.size(); ++i)
+    if (const auto parsed = integer_in<std::size_t>(fields[i], 0, extents[i] - 1); parsed && extents[i] > 0)
+      index.push_back(*parsed);
   if (index.size() != extents.size())
     fail(fmt::format("attention: --explain expects {} within Q's shape {}, not {}", form, shape_text(q.file_shape),
                      quoted_input(text)));
@@ -497,7 +454,7 @@ attention_problem read_problem(const attention_options& options) {
     fail(printable(options.v_path) + ": V has shape " + shape_text(p.v.file_shape) + "; expected K's shape " +
          shape_text(p.k.file_shape));
   // A GPU kernel's description says which causal calls it models (resolve refuses the others).
-  if (options.causal && p.q.rows != p.k.rows && !options.kernel.gpu_kernel() && !options.compare)
+  if (options.causal && p.q.rows != p.k.rows && !options.kernel.gpu_kernel() && options.compare.empty())
     fail(fmt::format("attention: --causal needs as many query rows as key rows for the paper_reference presets, "
                      "but Q has {} and K has {}",
                      p.q.rows, p.k.rows));
@@ -720,7 +677,7 @@ std::string describe_row(const attention_problem& p, std::size_t row) {
                                  m_block * kernel.block_m, std::min((m_block + 1) * kernel.block_m, shape.query_rows) - 1,
                                  key_blocks, key_blocks == 1 ? "" : "s", kernel.block_n);
   if (shape.causal) {
-    const long last_key = static_cast<long>(attention::detail::visible_keys(kernel, shape, static_cast<int>(row))) - 1;
+    const long last_key = static_cast<long>(attention::visible_keys(kernel, shape, static_cast<int>(row))) - 1;
     text += last_key < 0 ? "; causal: the row sees no key"
                          : fmt::format("; causal: the row sees keys 0..{}, its diagonal in block {}", last_key,
                                        last_key / kernel.block_n);
@@ -729,7 +686,7 @@ std::string describe_row(const attention_problem& p, std::size_t row) {
   // Each split runs its blocks from the last down (flash_forward.hpp).
   constexpr int shown_splits = 8;
   for (int s = 0; s < kernel.splits && s < shown_splits; ++s) {
-    const attention::detail::block_range range = attention::detail::blocks_of(kernel, shape, m_block, s);
+    const attention::block_range range = attention::blocks_of(kernel, shape, m_block, s);
     text += kernel.splits > 1 ? fmt::format("    split {} of {}: ", s, kernel.splits) : std::string("    one pass: ");
     if (range.first >= range.end) {
       text += "no blocks (an empty split)\n";
@@ -805,8 +762,10 @@ std::string conversion_window(float32 model, bfloat16 expected) {
   const float nearest = x < low ? low : high;
   long steps = 0;
   for (float y = x; y != nearest && steps < (1L << 24); ++steps) y = std::nextafter(y, nearest);
-  return range + fmt::format("lies {}{} float32 step{} {} them\n", steps >= (1L << 24) ? "more than " : "", steps,
-                             steps == 1 ? "" : "s", x < low ? "below" : "above");
+  // In bf16 ulps too, the unit of the comparison, at the boundary the value missed.
+  const double bf16_ulps = std::fabs(double{nearest} - double{x}) / std::ldexp(1.0, std::ilogb(nearest) - 7);
+  return range + fmt::format("lies {}{} float32 ulp{} ({:.3g} bf16 ulp) {} them\n", steps >= (1L << 24) ? "more than " : "",
+                             steps, steps == 1 ? "" : "s", bf16_ulps, x < low ? "below" : "above");
 }
 
 // How the model computed O[row][col] of one head: the row block by block, then
@@ -1102,7 +1061,7 @@ int compare_kernels(const attention_options& options) {
   std::array<attention::attention_output, 2> out;
   for (std::size_t side = 0; side < 2; ++side) {
     attention_problem& p = problems[side];
-    p.options.kernel = side == 0 ? options.compare->first : options.compare->second;
+    p.options.kernel = options.compare[side];
     try {
       p.kernel = attention::resolve(p.options.kernel.description(), p.heuristic_shape, {options.scale, 132, options.splits});
     } catch (const std::invalid_argument& error) {
@@ -1276,8 +1235,10 @@ void print_kernel_list() {
 }  // namespace
 
 int attention_command(const arguments& args) {
+  attention_options options;
+  const std::vector<option> table = option_table(options);
   if (asks_for_help(args)) {
-    std::fputs(attention_help.data(), stdout);
+    print_help(attention_help, table);
     std::puts("\npresets (bitexact attention --list-kernels):");
     print_kernel_list();
     return 0;
@@ -1294,8 +1255,8 @@ int attention_command(const arguments& args) {
     }
     return 0;
   }
-  const attention_options options = parse_options(args);
-  if (options.compare) return compare_kernels(options);
+  check_options(options, read_options(args, "attention", table));
+  if (!options.compare.empty()) return compare_kernels(options);
   if (options.backward()) return backward_pass(options);
   const attention_problem problem = read_problem(options);
   const expectations expected = read_expectations(problem);

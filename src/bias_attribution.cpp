@@ -69,24 +69,7 @@ constexpr std::string_view attribution_help =
     "confidence interval.\n"
     "\n"
     "options:\n"
-    "  --keys N        keys per row (16 to 65536; default 1024)\n"
-    "  --head-dim D    64 or 128 (default 64)\n"
-    "  --ties N        scores tied at each row's max (1 to --keys; default 16)\n"
-    "  --v-mean M      the mean of V's elements (default -2)\n"
-    "  --v-sd S        their standard deviation (>= 0; default 0.5)\n"
-    "  --rows N        random rows (0 to 100000; default 40)\n"
-    "  --seed N        the seed (0 to 2^64 - 1; default 1)\n"
-    "  --beta B        the stabilized pass's beta (a positive fp32 value; default 2)\n"
-    "  --eps E         its epsilon (an fp32 value >= 0; default 0.001)\n"
-    "  --csv FILE      one line per row, pass, output and site: row_kind (mechanism or\n"
-    "                  random), row (0 the mechanism row, then 1..--rows), pass, output (fp32\n"
-    "                  or bf16), site (the nine sites, then total and residual), contribution,\n"
-    "                  contribution_away, alone, alone_away (empty for total and residual),\n"
-    "                  mean_abs_o (the mean |exact O| of the row); errors as above\n"
-    "  --svg FILE      a bar chart: per site the mean contribution over the random rows with\n"
-    "                  its 95% interval, standard and stabilized side by side: fp32 O, fp32 O\n"
-    "                  without the two bf16 roundings and the total (finer scale), bf16 O\n"
-    "Options take `--name VALUE` or `--name=VALUE`, each once.\n"
+    "{options}\n"
     "\n"
     "Needs mufu_ex2.bxt, mufu_rcp.bxt and mufu_lg2.bxt from the data folder. Exit status: 0\n"
     "done; 2 bad arguments or output that could not be written, with one line on stderr.\n"
@@ -100,55 +83,50 @@ struct attribution_options {
   std::string csv, svg;
 };
 
-float32 parse_fp32(std::string_view text, std::string_view option, double least, std::string_view expected) {
-  const double parsed = parse_double(text, option, least, expected);
-  const float32 value = from_double<fp32>(parsed).result;
-  if (to_double(value) != parsed)
-    fail("bias: " + std::string(option) + " expects " + std::string(expected) + ", not " + quoted_input(text) +
-         fmt::format(" (the nearest fp32 is {})", to_double(value)));
-  return value;
-}
-
-attribution_options parse_options(const arguments& args) {
-  argument_reader reader(args, "bias attribution");
-  attribution_options options;
-  std::string_view ties_text;
-  for (; !reader.at_end(); reader.next()) {
-    std::string_view value;
-    if (reader.take_value("--keys", value)) {
-      options.keys = parse_int(value, 16, 65536, "--keys", "an integer from 16 to 65536");
-    } else if (reader.take_value("--head-dim", value)) {
-      options.head_dim = parse_int(value, 64, 128, "--head-dim", "64 or 128");
-      if (options.head_dim != 64 && options.head_dim != 128)
-        fail("bias: --head-dim expects 64 or 128, not " + quoted_input(value));
-    } else if (reader.take_value("--ties", value)) {
-      ties_text = value;
-    } else if (reader.take_value("--v-mean", value)) {
-      options.v_mean = parse_double(value, "--v-mean", -HUGE_VAL, "a finite decimal such as -2");
-    } else if (reader.take_value("--v-sd", value)) {
-      options.v_sd = parse_double(value, "--v-sd", 0, "a decimal of at least 0 such as 0.5");
-    } else if (reader.take_value("--rows", value)) {
-      options.rows = parse_int(value, 0, 100000, "--rows", "an integer from 0 to 100000");
-    } else if (reader.take_value("--seed", value)) {
-      options.seed = parse_seed(value);
-    } else if (reader.take_value("--beta", value)) {
-      options.rule.beta = parse_fp32(value, "--beta", 0, "a positive fp32 value such as 2");
-      if (!(to_double(options.rule.beta) > 0)) fail("bias: --beta expects a positive fp32 value such as 2, not " + quoted_input(value));
-    } else if (reader.take_value("--eps", value)) {
-      options.rule.epsilon = from_double<fp32>(parse_double(value, "--eps", 0, "a decimal of at least 0 such as 0.001")).result;
-    } else if (reader.take_value("--csv", value)) {
-      options.csv = value;
-    } else if (reader.take_value("--svg", value)) {
-      options.svg = value;
-    } else if (reader.current().size() > 1 && reader.current().front() == '-') {
-      reader.unknown_option();
-    } else {
-      fail("bias attribution: unexpected argument " + quoted_input(reader.current()) + "; it takes options only");
-    }
-  }
-  if (!ties_text.empty()) options.ties = parse_int(ties_text, 1, 65536, "--ties", "an integer from 1 to --keys");
-  if (options.ties > options.keys) fail(fmt::format("bias: --ties {} exceeds --keys {}", options.ties, options.keys));
-  return options;
+std::vector<option> option_table(attribution_options& o) {
+  return {
+      {"--keys", "N", "keys per row (16 to 65536; default 1024)",
+       [&](std::string_view n) { o.keys = parse_integer(n, 16, 65536, "an integer from 16 to 65536"); }},
+      {"--head-dim", "D", "64 or 128 (default 64)",
+       [&](std::string_view d) {
+         o.head_dim = parse_integer(d, 64, 128, "64 or 128");
+         if (o.head_dim != 64 && o.head_dim != 128) refuse_value("64 or 128", d);
+       }},
+      {"--ties", "N", "scores tied at each row's max (1 to --keys; default 16)",
+       [&](std::string_view n) { o.ties = parse_integer(n, 1, 65536, "an integer from 1 to --keys"); }},
+      {"--v-mean", "M", "the mean of V's elements (default -2)",
+       [&](std::string_view m) { o.v_mean = parse_decimal(m, "a finite decimal such as -2"); }},
+      {"--v-sd", "S", "their standard deviation (>= 0; default 0.5)",
+       [&](std::string_view sd) { o.v_sd = parse_decimal(sd, "a decimal of at least 0 such as 0.5", 0); }},
+      {"--rows", "N", "random rows (0 to 100000; default 40)",
+       [&](std::string_view n) { o.rows = parse_integer(n, 0, 100000, "an integer from 0 to 100000"); }},
+      {"--seed", "N", "the seed (0 to 2^64 - 1; default 1)", [&](std::string_view n) { o.seed = parse_seed(n); }},
+      {"--beta", "B", "the stabilized pass's beta (a positive fp32 value; default 2)",
+       [&](std::string_view b) {
+         const double beta = parse_decimal(b, "a positive fp32 value such as 2", 0);
+         if (!(beta > 0)) refuse_value("a positive fp32 value such as 2", b);
+         o.rule.beta = from_double<fp32>(beta).result;
+         if (to_double(o.rule.beta) != beta)
+           throw bad_value{fmt::format("expects a positive fp32 value such as 2, not {} (the nearest fp32 is {})",
+                                       quoted_input(b), to_double(o.rule.beta))};
+       }},
+      {"--eps", "E", "its epsilon (an fp32 value >= 0; default 0.001)",
+       [&](std::string_view e) {
+         o.rule.epsilon = from_double<fp32>(parse_decimal(e, "a decimal of at least 0 such as 0.001", 0)).result;
+       }},
+      {"--csv", "FILE",
+       "one line per row, pass, output and site: row_kind (mechanism or\n"
+       "random), row (0 the mechanism row, then 1..--rows), pass, output (fp32\n"
+       "or bf16), site (the nine sites, then total and residual), contribution,\n"
+       "contribution_away, alone, alone_away (empty for total and residual),\n"
+       "mean_abs_o (the mean |exact O| of the row); errors as above",
+       [&](std::string_view file) { o.csv = file; }},
+      {"--svg", "FILE",
+       "a bar chart: per site the mean contribution over the random rows with\n"
+       "its 95% interval, standard and stabilized side by side: fp32 O, fp32 O\n"
+       "without the two bf16 roundings and the total (finer scale), bf16 O",
+       [&](std::string_view file) { o.svg = file; }},
+  };
 }
 
 // One random row, as --help describes it.
@@ -333,11 +311,12 @@ std::string bar_chart(const std::vector<row_result>& rows, const attribution_opt
 }  // namespace
 
 int attribution_command(const arguments& args) {
-  if (asks_for_help(args)) {
-    std::fputs(attribution_help.data(), stdout);
-    return 0;
-  }
-  const attribution_options options = parse_options(args);
+  attribution_options options;
+  const std::vector<option> table = option_table(options);
+  if (asks_for_help(args)) return print_help(attribution_help, table);
+  read_only_options(args, "bias attribution", table);
+  if (options.ties > options.keys)
+    fail(fmt::format("bias attribution: --ties {} exceeds --keys {}", options.ties, options.keys));
   try {
     ptx::mufu_tables::shared();
   } catch (const mufu_data_error& error) {

@@ -26,7 +26,7 @@
 #include "bias_rows.hpp"
 #include "bias_statistics.hpp"
 #include "cli.hpp"
-#include "npy.hpp"
+#include <bitexact/testing/npy.hpp>
 #include "svg_plot.hpp"
 
 namespace bitexact::cli {
@@ -64,43 +64,7 @@ constexpr std::string_view statistics_help =
     "t(0.975, units - 1) s / sqrt(units), s the standard deviation of the units' means.\n"
     "\n"
     "options (LIST: comma-separated values):\n"
-    "  --head-dims LIST   64 and/or 128 (default 64)\n"
-    "  --keys LIST        keys N per head, multiples of 128 from 128 to 4096 (default 512)\n"
-    "  --rows R           query rows per head, 1 to 4096 (default 32)\n"
-    "  --heads H          heads per cell, 1 to 10000 (default 16)\n"
-    "  --ties LIST        keys tied at each row's max, 1 to 64 (default 1,2,4,8,16,32,64)\n"
-    "  --placements LIST  one_block (the ties in one K/V block), across_blocks (tie k of group\n"
-    "                     g in block (g + k) mod blocks), sink (keys 0..t-1 for every row)\n"
-    "                     (default all three)\n"
-    "  --maxima LIST      the row max lambda (unscaled): positive [4, 32), small_positive\n"
-    "                     [2^-11, 2^-7), negative -[4, 32), negative_near_zero -[2^-11, 2^-7)\n"
-    "                     (default all four)\n"
-    "  --v-means LIST     V's (and dO's) mean: -1, -0.5, 0, 0.5, 1 (default -1,1)\n"
-    "  --betas LIST       the stabilized kernels' beta, each > 1 (default 2,7)\n"
-    "  --eps X            their epsilon, >= 0 (default 0.001, the presets')\n"
-    "  --across-blocks    also the rule applied across K/V blocks, for each beta\n"
-    "  --backward         also the backward pass: each kernel's O and L through PyTorch's flash\n"
-    "                     backward (attention/flash_backward.hpp, bit for bit), dO the head's,\n"
-    "                     against the exact gradients in double; a second table of\n"
-    "                       delta_bwd  the backward kernel's delta minus the exact rowsum(dO O):\n"
-    "                                  the paper's delta_lp - delta_hp, per query row\n"
-    "                       dq         mean over the row's columns of dQ - dQ_exact\n"
-    "                       dk, dv     the same for the tied keys' rows of dK and dV (a sink\n"
-    "                                  head's first t keys), in the tie group's unit\n"
-    "                     (and their columns in the CSV)\n"
-    "  --seed N           the generator's seed (0 to 2^64 - 1; default 1)\n"
-    "  --threads T        heads run on T threads (default: the host's cores); the results do\n"
-    "                     not depend on it\n"
-    "  --csv FILE         one line per cell and kernel: kernel, beta, eps, head_dim, keys,\n"
-    "                     max_kind, placement, ties, v_mean, rows, clusters (units), then mean\n"
-    "                     and ci95 (half width) of o, o_away, delta, o_fp32, and p_one_mean\n"
-    "  --svg FILE         plot o and delta against the ties, standard vs stabilized, one panel\n"
-    "                     per maximum, for the first --v-means value and the first head dim and\n"
-    "                     keys; 95% intervals as whiskers\n"
-    "  --save-heads DIR   write every head's q, k, v, d_o and each kernel's o as .npy (uint16\n"
-    "                     bf16 patterns [heads, rows or keys, d]) and heads.csv (head, cell);\n"
-    "                     needs one head dim and one keys value\n"
-    "Options take `--name VALUE` or `--name=VALUE`, each once.\n"
+    "{options}\n"
     "\n"
     "Head h of cell c (cells in the order head dim, keys, maximum, placement, ties, V mean,\n"
     "each as listed) is generator head r * cells + c for replicate r, so that a run with more\n"
@@ -125,119 +89,118 @@ struct statistics_options {
   std::string csv, svg, save_heads;
 };
 
-[[noreturn]] void refuse(std::string_view option, std::string_view expected, std::string_view given) {
-  fail("bias: " + std::string(option) + " expects " + std::string(expected) + ", not " + quoted_input(given));
-}
-
-std::vector<std::string_view> split_list(std::string_view text) {
-  std::vector<std::string_view> items;
-  while (true) {
-    const std::size_t comma = text.find(',');
-    items.push_back(text.substr(0, comma));
-    if (comma == std::string_view::npos) return items;
-    text = text.substr(comma + 1);
-  }
-}
-
-using bias::parse_int;
-
-// Any finite decimal (the callers check its range).
-double decimal_in(std::string_view text, std::string_view option, std::string_view expected) {
-  return bias::parse_double(text, option, -HUGE_VAL, expected);
-}
-
 // A list whose items are parsed one by one; a repeated item is refused (it would count its rows twice).
 template <class T, class Parse>
-std::vector<T> list_of(std::string_view text, std::string_view option, Parse parse) {
+std::vector<T> list_of(std::string_view text, Parse parse) {
   std::vector<T> items;
   for (const std::string_view item : split_list(text)) {
     const T parsed = parse(item);
-    if (std::find(items.begin(), items.end(), parsed) != items.end())
-      fail("bias statistics: " + std::string(option) + " names " + quoted_input(item) + " twice");
+    if (std::find(items.begin(), items.end(), parsed) != items.end()) throw bad_value{"names " + quoted_input(item) + " twice"};
     items.push_back(parsed);
   }
   return items;
 }
 
 template <class Enum, std::size_t N>
-Enum enum_named(std::string_view text, const std::array<Enum, N>& every, std::string_view option) {
-  std::string names;
-  for (const Enum e : every) {
-    if (testing::name_of(e) == text) return e;
-    names += (names.empty() ? "" : ", ") + std::string(testing::name_of(e));
-  }
-  refuse(option, names, text);
+std::vector<Enum> enums_named(std::string_view list, const std::array<Enum, N>& every) {
+  return list_of<Enum>(list, [&](std::string_view text) {
+    std::string names;
+    for (const Enum e : every) {
+      if (testing::name_of(e) == text) return e;
+      names += (names.empty() ? "" : ", ") + std::string(testing::name_of(e));
+    }
+    refuse_value(names, text);
+  });
 }
 
-statistics_options parse_options(const arguments& args) {
-  argument_reader reader(args, "bias statistics");
-  statistics_options o;
-  for (; !reader.at_end(); reader.next()) {
-    std::string_view value;
-    if (reader.take_value("--head-dims", value)) {
-      o.head_dims = list_of<int>(value, "--head-dims", [](std::string_view x) {
-        const int d = parse_int(x, 64, 128, "--head-dims", "64 and/or 128");
-        if (d != 64 && d != 128) refuse("--head-dims", "64 and/or 128", x);
-        return d;
-      });
-    } else if (reader.take_value("--keys", value)) {
-      o.key_counts = list_of<int>(value, "--keys", [](std::string_view x) {
-        const int n = parse_int(x, 128, 4096, "--keys", "multiples of 128 from 128 to 4096");
-        if (n % 128 != 0) refuse("--keys", "multiples of 128 from 128 to 4096", x);
-        return n;
-      });
-    } else if (reader.take_value("--rows", value)) {
-      o.rows = parse_int(value, 1, 4096, "--rows", "an integer from 1 to 4096");
-    } else if (reader.take_value("--heads", value)) {
-      o.heads = parse_int(value, 1, 10000, "--heads", "an integer from 1 to 10000");
-    } else if (reader.take_value("--ties", value)) {
-      o.ties = list_of<int>(value, "--ties", [](std::string_view x) { return parse_int(x, 1, 64, "--ties", "integers from 1 to 64"); });
-    } else if (reader.take_value("--placements", value)) {
-      o.placements = list_of<tie_placement>(value, "--placements", [](std::string_view x) {
-        return enum_named(x, testing::every_tie_placement, "--placements");
-      });
-    } else if (reader.take_value("--maxima", value)) {
-      o.maxima = list_of<max_kind>(value, "--maxima",
-                                   [](std::string_view x) { return enum_named(x, testing::every_max_kind, "--maxima"); });
-    } else if (reader.take_value("--v-means", value)) {
-      o.v_means = list_of<double>(value, "--v-means", [](std::string_view x) {
-        const double m = decimal_in(x, "--v-means", "values among -1, -0.5, 0, 0.5, 1");
-        if (m != -1 && m != -0.5 && m != 0 && m != 0.5 && m != 1) refuse("--v-means", "values among -1, -0.5, 0, 0.5, 1", x);
-        return m;
-      });
-    } else if (reader.take_value("--betas", value)) {
-      o.betas = list_of<double>(value, "--betas", [](std::string_view x) {
-        const double beta = decimal_in(x, "--betas", "decimals above 1 such as 2");
-        if (!(beta > 1) || static_cast<double>(static_cast<float>(beta)) != beta)
-          refuse("--betas", "decimals above 1 that are fp32 values, such as 2 or 7", x);
-        return beta;
-      });
-    } else if (reader.take_value("--eps", value)) {
-      o.eps = decimal_in(value, "--eps", "a decimal of at least 0 such as 0.001");
-      if (o.eps < 0) refuse("--eps", "a decimal of at least 0 such as 0.001", value);
-    } else if (reader.take_flag("--across-blocks")) {
-      o.across_blocks = true;
-    } else if (reader.take_flag("--backward")) {
-      o.backward = true;
-    } else if (reader.take_value("--seed", value)) {
-      o.seed = bias::parse_seed(value);
-    } else if (reader.take_value("--threads", value)) {
-      o.threads = parse_int(value, 1, 1024, "--threads", "an integer from 1 to 1024");
-    } else if (reader.take_value("--csv", value)) {
-      o.csv = value;
-    } else if (reader.take_value("--svg", value)) {
-      o.svg = value;
-    } else if (reader.take_value("--save-heads", value)) {
-      o.save_heads = value;
-    } else if (reader.current().size() > 1 && reader.current().front() == '-') {
-      reader.unknown_option();
-    } else {
-      fail("bias statistics: unexpected argument " + quoted_input(reader.current()) + "; it takes options only");
-    }
-  }
-  if (!o.save_heads.empty() && (o.head_dims.size() != 1 || o.key_counts.size() != 1))
-    fail("bias statistics: --save-heads needs one --head-dims and one --keys value (the .npy files hold one shape)");
-  return o;
+std::vector<option> option_table(statistics_options& o) {
+  return {
+      {"--head-dims", "LIST", "64 and/or 128 (default 64)",
+       [&](std::string_view list) {
+         o.head_dims = list_of<int>(list, [](std::string_view x) {
+           const int d = parse_integer(x, 64, 128, "64 and/or 128");
+           if (d != 64 && d != 128) refuse_value("64 and/or 128", x);
+           return d;
+         });
+       }},
+      {"--keys", "LIST", "keys N per head, multiples of 128 from 128 to 4096 (default 512)",
+       [&](std::string_view list) {
+         o.key_counts = list_of<int>(list, [](std::string_view x) {
+           const int n = parse_integer(x, 128, 4096, "multiples of 128 from 128 to 4096");
+           if (n % 128 != 0) refuse_value("multiples of 128 from 128 to 4096", x);
+           return n;
+         });
+       }},
+      {"--rows", "R", "query rows per head, 1 to 4096 (default 32)",
+       [&](std::string_view r) { o.rows = parse_integer(r, 1, 4096, "an integer from 1 to 4096"); }},
+      {"--heads", "H", "heads per cell, 1 to 10000 (default 16)",
+       [&](std::string_view h) { o.heads = parse_integer(h, 1, 10000, "an integer from 1 to 10000"); }},
+      {"--ties", "LIST", "keys tied at each row's max, 1 to 64 (default 1,2,4,8,16,32,64)",
+       [&](std::string_view list) {
+         o.ties = list_of<int>(list, [](std::string_view x) { return parse_integer(x, 1, 64, "integers from 1 to 64"); });
+       }},
+      {"--placements", "LIST",
+       "one_block (the ties in one K/V block), across_blocks (tie k of group\n"
+       "g in block (g + k) mod blocks), sink (keys 0..t-1 for every row)\n"
+       "(default all three)",
+       [&](std::string_view list) { o.placements = enums_named(list, testing::every_tie_placement); }},
+      {"--maxima", "LIST",
+       "the row max lambda (unscaled): positive [4, 32), small_positive\n"
+       "[2^-11, 2^-7), negative -[4, 32), negative_near_zero -[2^-11, 2^-7)\n"
+       "(default all four)",
+       [&](std::string_view list) { o.maxima = enums_named(list, testing::every_max_kind); }},
+      {"--v-means", "LIST", "V's (and dO's) mean: -1, -0.5, 0, 0.5, 1 (default -1,1)",
+       [&](std::string_view list) {
+         o.v_means = list_of<double>(list, [](std::string_view x) {
+           const double m = parse_decimal(x, "values among -1, -0.5, 0, 0.5, 1");
+           if (m != -1 && m != -0.5 && m != 0 && m != 0.5 && m != 1) refuse_value("values among -1, -0.5, 0, 0.5, 1", x);
+           return m;
+         });
+       }},
+      {"--betas", "LIST", "the stabilized kernels' beta, each > 1 (default 2,7)",
+       [&](std::string_view list) {
+         o.betas = list_of<double>(list, [](std::string_view x) {
+           const double beta = parse_decimal(x, "decimals above 1 such as 2");
+           if (!(beta > 1) || static_cast<double>(static_cast<float>(beta)) != beta)
+             refuse_value("decimals above 1 that are fp32 values, such as 2 or 7", x);
+           return beta;
+         });
+       }},
+      {"--eps", "X", "their epsilon, >= 0 (default 0.001, the presets')",
+       [&](std::string_view x) { o.eps = parse_decimal(x, "a decimal of at least 0 such as 0.001", 0); }},
+      {"--across-blocks", "", "also the rule applied across K/V blocks, for each beta",
+       [&](std::string_view) { o.across_blocks = true; }},
+      {"--backward", "",
+       "also the backward pass: each kernel's O and L through PyTorch's flash\n"
+       "backward (attention/flash_backward.hpp, bit for bit), dO the head's,\n"
+       "against the exact gradients in double; a second table of\n"
+       "  delta_bwd  the backward kernel's delta minus the exact rowsum(dO O):\n"
+       "             the paper's delta_lp - delta_hp, per query row\n"
+       "  dq         mean over the row's columns of dQ - dQ_exact\n"
+       "  dk, dv     the same for the tied keys' rows of dK and dV (a sink\n"
+       "             head's first t keys), in the tie group's unit\n"
+       "(and their columns in the CSV)",
+       [&](std::string_view) { o.backward = true; }},
+      {"--seed", "N", "the generator's seed (0 to 2^64 - 1; default 1)", [&](std::string_view n) { o.seed = parse_seed(n); }},
+      {"--threads", "T",
+       "heads run on T threads (default: the host's cores); the results do\nnot depend on it",
+       [&](std::string_view t) { o.threads = parse_integer(t, 1, 1024, "an integer from 1 to 1024"); }},
+      {"--csv", "FILE",
+       "one line per cell and kernel: kernel, beta, eps, head_dim, keys,\n"
+       "max_kind, placement, ties, v_mean, rows, clusters (units), then mean\n"
+       "and ci95 (half width) of o, o_away, delta, o_fp32, and p_one_mean",
+       [&](std::string_view file) { o.csv = file; }},
+      {"--svg", "FILE",
+       "plot o and delta against the ties, standard vs stabilized, one panel\n"
+       "per maximum, for the first --v-means value and the first head dim and\n"
+       "keys; 95% intervals as whiskers",
+       [&](std::string_view file) { o.svg = file; }},
+      {"--save-heads", "DIR",
+       "write every head's q, k, v, d_o and each kernel's o as .npy (uint16\n"
+       "bf16 patterns [heads, rows or keys, d]) and heads.csv (head, cell);\n"
+       "needs one head dim and one keys value",
+       [&](std::string_view dir) { o.save_heads = dir; }},
+  };
 }
 
 // One kernel the statistics compare: its name as the CSV writes it, beta (0 for the standard one), and
@@ -523,11 +486,12 @@ void save_heads(const std::string& dir, const std::vector<variant>& variants,
 }
 
 int statistics_command(const arguments& args) {
-  if (asks_for_help(args)) {
-    std::fputs(statistics_help.data(), stdout);
-    return 0;
-  }
-  const statistics_options o = parse_options(args);
+  statistics_options o;
+  const std::vector<option> table = option_table(o);
+  if (asks_for_help(args)) return print_help(statistics_help, table);
+  read_only_options(args, "bias statistics", table);
+  if (!o.save_heads.empty() && (o.head_dims.size() != 1 || o.key_counts.size() != 1))
+    fail("bias statistics: --save-heads needs one --head-dims and one --keys value (the .npy files hold one shape)");
   const std::vector<head_spec> cells = cells_of(o);
   const std::vector<variant> variants = variants_of(o);
   try {

@@ -1,17 +1,24 @@
 // What every subcommand of `bitexact` shares: the one-line error that exits
-// with status 2, the reading of options, and the options that set the
+// with status 2, the command table, options declared in tables and read by
+// one parser, the parsers of their values, and the options that set the
 // rounding environment.
 #pragma once
 
+#include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <bitexact/core/environment.hpp>
 #include <bitexact/trace/parse.hpp>
+#include <bitexact/trace/render.hpp>
 
 namespace bitexact::cli {
 
@@ -32,32 +39,85 @@ inline bool asks_for_help(const arguments& args) {
   return false;
 }
 
-// Reads one command's arguments left to right under one rule for every option: an option with a value is
-// written `--name VALUE` or `--name=VALUE`, a flag takes no value, and each option may be given once.
-class argument_reader {
- public:
-  argument_reader(const arguments& args, std::string_view command) : args_(args), command_(command) {}
-
-  bool at_end() const { return index_ >= args_.size(); }
-  std::string_view current() const { return args_[index_]; }
-  void next() { ++index_; }
-
-  // If the current argument is option `name`, store its value, move past it and return true. `key` names the
-  // option for the once-only rule where several spellings set one thing (-rminMag and --round).
-  bool take_value(std::string_view name, std::string_view& value, std::string_view key = {});
-  // The same for an option without a value.
-  bool take_flag(std::string_view name, std::string_view key = {});
-
-  [[noreturn]] void unknown_option() const;
-
- private:
-  void once(std::string_view key);
-
-  const arguments& args_;
-  std::string_view command_;
-  std::size_t index_ = 0;
-  std::vector<std::string_view> given_;
+// A subcommand, declared once: the list of commands in --help, `bitexact help NAME`, the dispatch and the
+// error for an unknown name all read its row.
+struct command {
+  std::string_view name;              // "trace"; "mechanism" in bias's table
+  std::string_view operands;          // what follows the name in the list of commands ("OP OPERANDS...")
+  std::string_view summary;           // its text in that list, lines separated by '\n'
+  int (*run)(const arguments&);       // given the arguments after the name
+  std::span<const command> subcommands = {};  // listed in --help in place of the row (bias's analyses)
 };
+
+const command* find_command(std::span<const command> table, std::string_view name);
+// "trace, eval, demo, attention or bias".
+std::string names_of(std::span<const command> table);
+// The list of commands in --help: a row for each, or for each of its subcommands.
+std::string command_list(std::span<const command> table);
+
+// Thrown by a value's parser; read_options turns it into "COMMAND: OPTION " + message, one line, status 2.
+struct bad_value {
+  std::string message;  // "expects an integer from 1 to 128, not '129'"
+};
+
+[[noreturn]] inline void refuse_value(std::string_view expected, std::string_view text) {
+  throw bad_value{"expects " + std::string(expected) + ", not " + quoted_input(text)};
+}
+
+// One option of a command, declared once: read_options reads it and print_help lists it. Its setter writes
+// the command's settings, which it holds by reference.
+struct option {
+  std::string_view spellings;    // "--keys"; the spellings of one option, space-separated ("--exact -exact")
+  std::string_view placeholder;  // its value in --help ("N"; "A B" takes two); empty for a flag, which takes none
+  std::string_view help;         // its text in --help, lines separated by '\n'; empty: read but not listed
+  std::function<void(std::string_view)> set;  // called with each value, or for a flag with the spelling given
+  std::string_view once = {};    // options sharing this key are given once between them (default: the first spelling)
+};
+
+// Reads a command's arguments against its options under one rule for every option: `--name VALUE` or
+// `--name=VALUE`, a flag without a value, each option once; a bad_value from a setter, an unknown option (an
+// argument longer than `option_start` that starts with it), a missing value or a repeat exits with one line.
+// Returns the other arguments, in order.
+arguments read_options(const arguments& args, std::string_view command, const std::vector<option>& options,
+                       std::string_view option_start = "-");
+
+// The same for a command that takes options only: any other argument is refused.
+void read_only_options(const arguments& args, std::string_view command, const std::vector<option>& options);
+
+// Prints `help` with its line "{options}" replaced by the listed options and the rule they follow; returns 0.
+int print_help(std::string_view help, const std::vector<option>& options);
+
+// The parsers of option values, one for each kind of value, shared by every command; each throws bad_value
+// with `expected` in it. integer_in is the test alone: an integer in [low, high], written in `base`.
+template <class Int>
+std::optional<Int> integer_in(std::string_view text, Int low, Int high, int base = 10) {
+  Int parsed{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed, base);
+  if (error != std::errc{} || end != text.data() + text.size() || parsed < low || parsed > high) return std::nullopt;
+  return parsed;
+}
+
+template <class Int>
+Int parse_integer(std::string_view text, Int low, Int high, std::string_view expected) {
+  if (const auto parsed = integer_in(text, low, high)) return *parsed;
+  refuse_value(expected, text);
+}
+
+inline std::uint64_t parse_seed(std::string_view text) {
+  return parse_integer<std::uint64_t>(text, 0, UINT64_MAX, "an integer from 0 to 2^64 - 1");
+}
+
+// 32 bits, in decimal or in hex after 0x.
+std::uint32_t parse_bits32(std::string_view text, std::string_view expected);
+
+// A finite decimal (as strtod reads it, into a double) of at least `least`.
+double parse_decimal(std::string_view text, std::string_view expected, double least = -HUGE_VAL);
+
+// "a,b,c" as its items (an empty text is one empty item).
+std::vector<std::string_view> split_list(std::string_view text, char separator = ',');
+
+// --output STYLE, as every command that renders a trace takes it.
+option output_option(output_style& style);
 
 // The environment options, each a bit of environment_options::given.
 enum environment_option : std::uint8_t {
@@ -75,28 +135,13 @@ struct environment_options {
   std::uint8_t given = 0;
 };
 
-// If the current argument is an environment option, consume it and return true; errors exit. With
-// testfloat_spellings, TestFloat's -rnear_even ... and -tininessbefore/-tininessafter are accepted too.
-bool take_environment_option(argument_reader& reader, environment_options& options, bool testfloat_spellings);
+// The environment options, setting `options`; with testfloat_spellings also TestFloat's -rnear_even ... and
+// -tininessbefore/-tininessafter.
+std::vector<option> environment_option_table(environment_options& options, bool testfloat_spellings);
 
 // Refuse the environment options that cannot change what the operation computes (those outside `effective`),
 // saying why, and --random-bits without --round stochastic (or the reverse).
 void check_environment_options(const environment_options& options, std::uint8_t effective, std::string_view context,
                                std::string_view why);
-
-inline constexpr std::string_view environment_help =
-    "  --round MODE          nearest_even (default), nearest_away, toward_zero, upward, downward,\n"
-    "                        to_odd, stochastic (also: rne rna rtz rup rdn odd sr)\n"
-    "  --random-bits N       the 32 random bits stochastic rounding compares against (decimal or 0x);\n"
-    "                        required with --round stochastic, refused without it\n"
-    "  --tininess before|after   when an underflow is detected (default after, as on x86)\n"
-    "  --ftz                 flush tiny results to zero\n"
-    "  --daz                 read subnormal operands as zero\n"
-    "  --nan ieee|canonical  NaN results: first NaN operand quieted (x86, default) or CUDA's canonical NaN\n";
-
-// The rule every command follows, for its --help.
-inline constexpr std::string_view option_rule_help =
-    "Options take `--name VALUE` or `--name=VALUE`; each may be given once, and an option\n"
-    "that cannot change the result of the chosen operation is refused.\n";
 
 }  // namespace bitexact::cli

@@ -25,9 +25,10 @@ constexpr std::string_view demo_help =
     "3. N (default 10000) additions of two negative bf16 values of one binade in fp32,\n"
     "   the first carrying a small fp32 residue as an accumulator does, each sum rounded\n"
     "   to bf16: the rounding errors all lean one way. Without the residue they cancel.\n"
-    "--output changes how the two traces of part 1 are rendered (json is refused: the demo\n"
-    "is prose, and could not be one JSON document). Options take `--name VALUE` or\n"
-    "`--name=VALUE`, each once. Exit status 0, or 2 with a one-line message on stderr.\n";
+    "\n"
+    "options:\n"
+    "{options}\n"
+    "Exit status 0, or 2 with a one-line message on stderr.\n";
 
 std::string hex(format f, std::uint32_t bits) { return fmt::format("0x{:0{}X}", bits, (f.width() + 3) / 4); }
 
@@ -175,35 +176,25 @@ void accumulation_bias(long count) {
 }  // namespace
 
 int demo_command(const arguments& args) {
-  if (asks_for_help(args)) {
-    std::fputs(demo_help.data(), stdout);
-    return 0;
-  }
-  argument_reader reader(args, "demo");
   output_style style = output_style::text;
   long additions = 10000;
-  for (; !reader.at_end(); reader.next()) {
-    std::string_view value;
-    if (reader.take_value("--output", value)) {
-      const auto named = output_style_from_name(value);
-      // The demo is prose around two traces: JSON could be only a part of it, never one document.
-      if (named == output_style::json)
-        fail("demo: --output json would give text with JSON inside, not one JSON document; for a JSON trace use "
-             "bitexact trace add fp32:0xC01A0E2E fp32:0xC0130000 --to bf16 --output json");
-      if (!named) fail("--output expects text, md or latex, not " + quoted_input(value));
-      style = *named;
-    } else if (reader.take_value("--additions", value)) {
-      char* end = nullptr;
-      const std::string text(value);
-      additions = std::strtol(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0' || additions < 10 || additions > 100000000)
-        fail("--additions expects an integer from 10 to 100000000, not " + quoted_input(value));
-    } else if (reader.current().substr(0, 1) == "-") {
-      reader.unknown_option();
-    } else {
-      fail("demo: unexpected argument " + quoted_input(reader.current()) + "; see bitexact demo --help");
-    }
-  }
+  const std::vector<option> options{
+      {"--output", "STYLE",
+       "how the two traces of part 1 are rendered: text (default), md, latex (json\n"
+       "is refused: the demo is prose, and could not be one JSON document)",
+       [&](std::string_view name) {
+         const auto named = output_style_from_name(name);
+         if (named == output_style::json)
+           fail("demo: --output json would give text with JSON inside, not one JSON document; for a JSON trace use "
+                "bitexact trace add fp32:0xC01A0E2E fp32:0xC0130000 --to bf16 --output json");
+         if (!named) refuse_value("text, md or latex", name);
+         style = *named;
+       }},
+      {"--additions", "N", "the additions of part 3 (10 to 100000000; default 10000)",
+       [&](std::string_view n) { additions = parse_integer(n, 10L, 100000000L, "an integer from 10 to 100000000"); }},
+  };
+  if (asks_for_help(args)) return print_help(demo_help, options);
+  read_only_options(args, "demo", options);
   worked_example(style);
   significand_table();
   accumulation_bias(additions);

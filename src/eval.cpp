@@ -321,7 +321,7 @@ class evaluator {
       std::uint64_t bits = 0;
       int digits = 0;
       for (; p < end; ++p, ++digits) {
-        const int digit = detail::hex_digit_value(*p);
+        const int digit = hex_digit_value(*p);
         if (digit < 0) break;
         bits = bits << 4 | static_cast<unsigned>(digit);
       }
@@ -464,18 +464,10 @@ constexpr std::string_view eval_help =
     "decoded side by side and the model's trace.\n"
     "\n"
     "options:\n"
-    "%s"
-    "  -rnear_even -rnear_maxMag -rminMag -rmin -rmax -rodd   TestFloat's rounding spellings\n"
-    "  -tininessbefore -tininessafter                         TestFloat's tininess spellings\n"
-    "  --exact, -exact        conversions to integers raise inexact (TestFloat's -exact;\n"
-    "                         --notexact, -notexact: the default)\n"
-    "  --check                compare each line's result and flags with the model's\n"
-    "  --stop-on-error        stop with status 2 at the first bad line (default: report it\n"
-    "                         on stderr with its line number, go on, and exit with status 1)\n"
-    "  --list                 print every FUNCTION name and exit (alone)\n"
+    "{options}\n"
     "Comparisons take only --daz; conversions to integers only --round, --random-bits,\n"
-    "--daz and --exact; conversions from integers only --round, --random-bits and --nan.\n"
-    "%s"
+    "--daz and --exact; conversions from integers only --round, --random-bits and --nan:\n"
+    "an option that cannot change the result of the chosen FUNCTION is refused.\n"
     "Exit status: 0; 1 if a line was bad (each is reported on stderr, the rest evaluated);\n"
     "2 for bad arguments or output that could not be written, with one line on stderr.\n"
     "With --check: 0 all agree, 1 a mismatch, 2 a bad line, no cases or bad arguments.\n";
@@ -502,46 +494,37 @@ constexpr std::string_view why_not_effective(function_kind kind) {
 }  // namespace
 
 int eval_command(const arguments& args) {
-  if (asks_for_help(args)) {
-    std::printf(eval_help.data(), environment_help.data(), option_rule_help.data());
-    return 0;
-  }
-  const auto table = function_table();
-  if (!args.empty() && args.front() == "--list") {
-    if (args.size() > 1) fail("eval: --list takes no other arguments, not " + quoted_input(args[1]));
-    for (const auto& f : table) std::printf("%s\n", f.name.c_str());
-    return 0;
-  }
-  argument_reader reader(args, "eval");
+  const auto functions = function_table();
   environment_options options;
   eval_settings settings;
   bool stop_on_error = false, check = false;
   std::string_view exact_option;  // the spelling given: --exact, -exact, --notexact or -notexact
-  std::string_view function_name;
-  for (; !reader.at_end(); reader.next()) {
-    const std::string_view arg = reader.current();
-    if (take_environment_option(reader, options, true)) continue;
-    if (reader.take_flag("--stop-on-error")) {
-      stop_on_error = true;
-    } else if (reader.take_flag("--check")) {
-      check = true;
-    } else if (reader.take_flag("--exact") || reader.take_flag("-exact", "--exact")) {
-      settings.exact = true;
-      exact_option = arg;
-    } else if (reader.take_flag("--notexact", "--exact") || reader.take_flag("-notexact", "--exact")) {
-      exact_option = arg;
-    } else if (arg == "--list") {
-      fail("eval: --list takes no other arguments; write bitexact eval --list");
-    } else if (!arg.empty() && arg[0] == '-') {
-      reader.unknown_option();
-    } else if (!function_name.empty()) {
-      fail("eval: one FUNCTION expected, got " + quoted_input(function_name) + " and " + quoted_input(arg));
-    } else {
-      function_name = arg;
-    }
+  std::vector<option> table = environment_option_table(options, true);
+  table.insert(table.end(), {
+      {"--exact -exact", "", "conversions to integers raise inexact (TestFloat's -exact)",
+       [&](std::string_view spelling) { settings.exact = true; exact_option = spelling; }},
+      {"--notexact -notexact", "", "they do not (the default)", [&](std::string_view spelling) { exact_option = spelling; },
+       "--exact"},
+      {"--check", "", "compare each line's result and flags with the model's", [&](std::string_view) { check = true; }},
+      {"--stop-on-error", "",
+       "stop with status 2 at the first bad line (default: report it\n"
+       "on stderr with its line number, go on, and exit with status 1)",
+       [&](std::string_view) { stop_on_error = true; }},
+      {"--list", "", "print every FUNCTION name and exit (alone)",
+       [&](std::string_view) { fail("eval: --list takes no other arguments; write bitexact eval --list"); }},
+  });
+  if (asks_for_help(args)) return print_help(eval_help, table);
+  if (!args.empty() && args.front() == "--list") {
+    if (args.size() > 1) fail("eval: --list takes no other arguments, not " + quoted_input(args[1]));
+    for (const auto& f : functions) std::printf("%s\n", f.name.c_str());
+    return 0;
   }
+  const arguments positional = read_options(args, "eval", table);
+  if (positional.size() > 1)
+    fail("eval: one FUNCTION expected, got " + quoted_input(positional[0]) + " and " + quoted_input(positional[1]));
+  const std::string_view function_name = positional.empty() ? std::string_view() : positional[0];
   if (function_name.empty()) fail("eval: expected a FUNCTION such as f32_add; see bitexact eval --help");
-  for (const auto& function : table) {
+  for (const auto& function : functions) {
     if (function.name != function_name) continue;
     const std::string context = "eval " + function.name;
     if (function.kind != function_kind::arithmetic)

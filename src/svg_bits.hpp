@@ -57,7 +57,7 @@ struct bit_row {
 
 // A finite nonzero operand's significand, bit i at place exponent + i.
 inline bit_row operand_row(const operand_record& operand, int past_below) {
-  bit_row row{std::string(1, static_cast<char>('a' + operand.index)), render_detail::value_text(operand.fmt, operand.bits),
+  bit_row row{std::string(1, static_cast<char>('a' + operand.index)), describe_value(operand.fmt, operand.bits),
               operand.decoded.sign, {}, {}};
   const uint128 significand = operand.decoded.significand;
   for (int i = msb_index(significand); i >= 0; --i) {
@@ -133,7 +133,7 @@ inline std::string addition_bits(const trace& t) {
   }
   {
     const int result_exponent = r.lsb_exponent + r.target.fraction_bits + (r.carry_out && !r.subnormal ? 1 : 0);
-    bit_row rounded{fmt::format("rounded to {}", name_of(r.target)), render_detail::value_text(t.result_format, t.result_bits),
+    bit_row rounded{fmt::format("rounded to {}", name_of(r.target)), describe_value(t.result_format, t.result_bits),
                     r.sign, {}, {}};
     int place = result_exponent;
     for (const char digit : t.rounded_binary) {
@@ -212,9 +212,9 @@ inline std::string addition_bits(const trace& t) {
       "font-family=\"DejaVu Sans, sans-serif\" font-size=\"12\">\n<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n",
       width, height);
   svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"15\" font-weight=\"bold\">{} {} {} &#8594; {}</text>\n", margin,
-                     title_y, detail::escaped(render_detail::value_text(t.operands[0].fmt, t.operands[0].bits)),
+                     title_y, detail::escaped(describe_value(t.operands[0].fmt, t.operands[0].bits)),
                      t.op == operation::sub ? "-" : "+",
-                     detail::escaped(render_detail::value_text(t.operands[1].fmt, t.operands[1].bits)), name_of(t.result_format));
+                     detail::escaped(describe_value(t.operands[1].fmt, t.operands[1].bits)), name_of(t.result_format));
   // The place axis: every column's power of two.
   svg += fmt::format("<text x=\"{}\" y=\"{}\">bit place p (a 1 in column p is worth 2^p{})</text>\n",
                      grid_left, axis_label_y, top >= 0 && bottom < 0 ? "; dashed: the binary point" : "");

@@ -14,7 +14,6 @@
 #include <bitexact/trace/render.hpp>
 
 #include "cli.hpp"
-#include "dispatch.hpp"
 #include "svg_bits.hpp"
 #include "trace_operations.hpp"
 
@@ -47,17 +46,9 @@ constexpr std::string_view trace_help =
     "  stderr says so; --exact-operands refuses it instead (exit status 2).\n"
     "\n"
     "options:\n"
-    "  --from FORMAT         format of unprefixed operands (default fp32)\n"
-    "  --to FORMAT           result format (default: the operands' format, which must agree)\n"
-    "                        FORMAT: fp32 bf16 fp16 tf32 e5m2 e4m3\n"
-    "%s"
-    "  --output STYLE        text (default), md, latex, json\n"
-    "  --exact-operands      refuse operands that are not exactly representable\n"
-    "  --svg FILE            add and sub: also draw the addition's bits as an SVG diagram (the\n"
-    "                        aligned significands, the exact sum with guard, round and sticky\n"
-    "                        coloured, the rounded result, the decision and the exact error)\n"
-    "--from needs an unprefixed operand; cmp takes only --from, --daz and --output.\n"
-    "%s"
+    "{options}\n"
+    "--from needs an unprefixed operand; cmp takes only --from, --daz and --output. An option\n"
+    "that cannot change the result of the chosen operation is refused.\n"
     "Exit status 0, or 2 with a one-line message on stderr.\n"
     "\n"
     "example: bitexact trace add fp32:0xC01A0E2E fp32:0xC0130000 --to bf16\n";
@@ -123,45 +114,43 @@ int trace_ex2_command(const arguments& args);
 
 int trace_command(const arguments& args) {
   // The hardware units' steps are not IEEE operations: they have their own options and help.
-  if (!args.empty() && args.front() == "mma") return trace_mma_command(arguments(args.begin() + 1, args.end()));
-  if (!args.empty() && args.front() == "ex2") return trace_ex2_command(arguments(args.begin() + 1, args.end()));
-  if (asks_for_help(args)) {
-    std::printf(trace_help.data(), environment_help.data(), option_rule_help.data());
-    return 0;
-  }
-  argument_reader reader(args, "trace");
+  static const command hardware_steps[] = {
+      {"mma", "A B C", "a tensor core's fused step", trace_mma_command},
+      {"ex2", "X", "MUFU.EX2", trace_ex2_command},
+  };
+  if (const command* step = args.empty() ? nullptr : find_command(hardware_steps, args.front()))
+    return step->run(arguments(args.begin() + 1, args.end()));
   environment_options options;
   std::optional<format> from, to;
   output_style style = output_style::text;
   bool exact_operands = false;
   std::optional<std::string> svg_path;
-  std::vector<std::string_view> positional;
-  for (; !reader.at_end(); reader.next()) {
-    const std::string_view arg = reader.current();
-    std::string_view value;
-    if (take_environment_option(reader, options, false)) continue;
-    if (reader.take_value("--from", value)) {
-      from = format_named(value);
-    } else if (reader.take_value("--to", value)) {
-      to = format_named(value);
-    } else if (reader.take_value("--output", value)) {
-      if (const auto named = output_style_from_name(value)) style = *named;
-      else fail("--output expects text, md, latex or json, not " + quoted_input(value));
-    } else if (reader.take_flag("--exact-operands")) {
-      exact_operands = true;
-    } else if (reader.take_value("--svg", value)) {
-      svg_path = std::string(value);
-    } else if (arg.size() > 1 && arg[0] == '-' && arg[1] == '-') {
-      reader.unknown_option();
-    } else {
-      positional.push_back(arg);  // operands such as -2.5 start with a single dash
-    }
-  }
+  std::vector<option> table = environment_option_table(options, false);
+  table.insert(table.begin(), {
+      {"--from", "FORMAT", "format of unprefixed operands (default fp32)",
+       [&](std::string_view name) { from = format_named(name); }},
+      {"--to", "FORMAT",
+       "result format (default: the operands' format, which must agree)\nFORMAT: fp32 bf16 fp16 tf32 e5m2 e4m3",
+       [&](std::string_view name) { to = format_named(name); }},
+  });
+  table.insert(table.end(), {
+      output_option(style),
+      {"--exact-operands", "", "refuse operands that are not exactly representable",
+       [&](std::string_view) { exact_operands = true; }},
+      {"--svg", "FILE",
+       "add and sub: also draw the addition's bits as an SVG diagram (the\n"
+       "aligned significands, the exact sum with guard, round and sticky\n"
+       "coloured, the rounded result, the decision and the exact error)",
+       [&](std::string_view file) { svg_path = std::string(file); }},
+  });
+  if (asks_for_help(args)) return print_help(trace_help, table);
+  // Operands such as -2.5 start with one dash: only -- starts an option.
+  const arguments positional = read_options(args, "trace", table, "--");
   if (positional.empty())
     fail("trace: expected an operation (add sub mul fma div sqrt convert cmp); see bitexact trace --help");
   const std::string_view op = positional.front();
   const int arity = arity_of(op);
-  if (op == "mma" || op == "ex2")
+  if (find_command(hardware_steps, op))
     fail(fmt::format("trace: write {} first, before any option: bitexact trace {} ... (see bitexact trace {} --help)",
                      op, op, op));
   if (arity == 0)

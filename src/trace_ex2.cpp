@@ -35,10 +35,8 @@ constexpr std::string_view trace_ex2_help =
     "X: an fp32 operand as for bitexact trace (fp32:0xC0300000, -2.75, 0x1.6p+1)\n"
     "\n"
     "options:\n"
-    "  --output STYLE        text (default), md, latex, json\n"
-    "  --exact-operands      refuse an X that fp32 cannot hold exactly\n"
+    "{options}\n"
     "The tables are read from $BITEXACT_DATA_DIR, else the data/ folder the build names.\n"
-    "%s"
     "Exit status 0, or 2 with a one-line message on stderr.\n"
     "\n"
     "example: bitexact trace ex2 fp32:0xC0300000\n";
@@ -72,8 +70,9 @@ exact_power two_to_the(double x) {
   const wide_float scaled = boost::multiprecision::ldexp(power_of_fraction, 63);
   const wide_float truncated = boost::multiprecision::trunc(scaled);
   const auto significand = truncated.convert_to<std::uint64_t>();
-  const auto [bits, raised] = detail::round_to_format(fp32, false, binade - 63, significand, scaled != truncated);
-  return {boost::multiprecision::ldexp(power_of_fraction, binade), binade, bits};
+  flags raised;
+  const float32 nearest = round_pack<fp32>(false, binade - 63, significand, scaled != truncated, environment{}, raised);
+  return {boost::multiprecision::ldexp(power_of_fraction, binade), binade, nearest.bits};
 }
 
 std::string_view special_words(special_reason reason) {
@@ -96,16 +95,15 @@ std::string table_name(mufu_table table) {
   return table == mufu_table::ex2_negative ? "G" : "P";
 }
 
-std::vector<render_detail::section> ex2_layout(const ex2_report& r) {
-  using render_detail::text_line;
-  std::vector<render_detail::section> doc;
+std::vector<document_section> ex2_layout(const ex2_report& r) {
+  std::vector<document_section> doc;
   doc.push_back({"ex2.approx.ftz.f32 (MUFU.EX2): fp32 -> fp32, a table lookup, not a rounding", {}});
   doc.back().lines.push_back(text_line("x", describe_value(fp32, r.x_bits)));
   if (const auto& e = r.steps.lookup) {
     const bool negative = e->table == mufu_table::ex2_negative;
     const int n = negative ? -e->scale : e->scale;
     const std::uint64_t q = (std::uint64_t(n) << 23) + e->index;
-    render_detail::section grid{"on the unit's grid", {}};
+    document_section grid{"on the unit's grid", {}};
     grid.lines.push_back(text_line("q", fmt::format("trunc(|x| × 2^23) = {} = n × 2^23 + k", q)));
     grid.lines.push_back(text_line("n, k", fmt::format("n = {}, k = {} (0x{:06X})", n, e->index, e->index)));
     const exact_rational on_grid = exact_rational(q) / exact_rational(std::uint64_t{1} << 23);
@@ -116,7 +114,7 @@ std::vector<render_detail::section> ex2_layout(const ex2_report& r) {
                                                             to_decimal(magnitude - on_grid))));
     doc.push_back(std::move(grid));
 
-    render_detail::section lookup{"lookup", {}};
+    document_section lookup{"lookup", {}};
     const std::string table = table_name(e->table);
     lookup.lines.push_back(text_line(
         "table", fmt::format("{} ({}), the unit's 2^({}k/2^23), captured from an H200", table, name_of(e->table),
@@ -127,12 +125,12 @@ std::vector<render_detail::section> ex2_layout(const ex2_report& r) {
                                                           table, e->scale, e->scale)));
     doc.push_back(std::move(lookup));
   }
-  render_detail::section result{"result", {}};
+  document_section result{"result", {}};
   result.lines.push_back(text_line("", describe_value(fp32, r.result_bits)));
   for (const special_reason reason : r.steps.specials) result.lines.push_back(text_line("", std::string(special_words(reason))));
   doc.push_back(std::move(result));
 
-  render_detail::section compared{"compared with 2^x", {}};
+  document_section compared{"compared with 2^x", {}};
   if (r.exact) {
     const exact_power& p = *r.exact;
     compared.lines.push_back(text_line("2^x", p.value.str(30) + " (to 30 digits)"));
@@ -181,28 +179,15 @@ std::string ex2_json(const ex2_report& r) {
 }  // namespace
 
 int trace_ex2_command(const arguments& args) {
-  if (asks_for_help(args)) {
-    std::printf(trace_ex2_help.data(), option_rule_help.data());
-    return 0;
-  }
-  argument_reader reader(args, "trace ex2");
   output_style style = output_style::text;
   bool exact_operands = false;
-  std::vector<std::string_view> positional;
-  for (; !reader.at_end(); reader.next()) {
-    const std::string_view arg = reader.current();
-    std::string_view value;
-    if (reader.take_value("--output", value)) {
-      if (const auto named = output_style_from_name(value)) style = *named;
-      else fail("trace ex2: --output expects text, md, latex or json, not " + quoted_input(value));
-    } else if (reader.take_flag("--exact-operands")) {
-      exact_operands = true;
-    } else if (arg.size() > 1 && arg[0] == '-' && arg[1] == '-') {
-      reader.unknown_option();
-    } else {
-      positional.push_back(arg);
-    }
-  }
+  const std::vector<option> table{
+      output_option(style),
+      {"--exact-operands", "", "refuse an X that fp32 cannot hold exactly",
+       [&](std::string_view) { exact_operands = true; }},
+  };
+  if (asks_for_help(args)) return print_help(trace_ex2_help, table);
+  const arguments positional = read_options(args, "trace ex2", table, "--");
   if (positional.size() != 1)
     fail(fmt::format("trace ex2: expected one fp32 operand X, got {}", positional.size()));
   const operand_parse parsed = parse_operand(positional[0], fp32);
@@ -227,7 +212,7 @@ int trace_ex2_command(const arguments& args) {
   if (x_value > -200 && x_value < 128) report.exact = two_to_the(x_value);
 
   const std::string text =
-      style == output_style::json ? ex2_json(report) : render_detail::render_sections(ex2_layout(report), style);
+      style == output_style::json ? ex2_json(report) : render_document(ex2_layout(report), style);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
 }

@@ -1,6 +1,5 @@
 #include <bitexact/core/operations.hpp>
 
-#include "dispatch.hpp"
 #include "trace_operations.hpp"
 
 namespace bitexact::cli {

@@ -37,21 +37,9 @@ constexpr std::string_view trace_mma_help =
     "format prefix); unprefixed values of A and B take --from, an unprefixed C takes --to.\n"
     "\n"
     "options:\n"
-    "  --unit sm90|sm80      the tensor core: sm90 (default; Hopper: 16 products a step, 25 bits\n"
-    "                        kept below 2^e_max, probed on an H200) or sm80 (Ampere: 8 products,\n"
-    "                        24 bits; from the literature, not probed here)\n"
-    "  --from FORMAT         format of unprefixed values of A and B: bf16 (default) or fp16\n"
-    "  --to FORMAT           the accumulator's format, of an unprefixed C and of the result:\n"
-    "                        fp32 (default) or fp16 (with fp16 factors)\n"
-    "  --compare             add the same sum done one product at a time: C, then for k = 0, 1, ...\n"
-    "                        one fused multiply-add in the accumulator's format, each rounded to\n"
-    "                        nearest even (as the CUDA cores' FFMA would), with its exact error\n"
-    "                        (text, md and latex output)\n"
-    "  --output STYLE        text (default), md, latex, json\n"
-    "  --exact-operands      refuse values that are not exactly representable\n"
+    "{options}\n"
     "The unit's rounding is fixed (toward zero into fp32, to nearest even into fp16): the\n"
     "rounding options of bitexact trace do not apply.\n"
-    "%s"
     "Exit status 0, or 2 with a one-line message on stderr.\n"
     "\n"
     "example: bitexact trace mma 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1 1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0 fp32:0x33800000\n";
@@ -87,18 +75,14 @@ struct value_list {
 
 value_list parse_list(std::string_view list, char name, format default_format, bool exact_operands) {
   value_list parsed;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = list.find(',', start);
-    const std::string_view text = list.substr(start, comma == std::string_view::npos ? list.npos : comma - start);
+  for (const std::string_view text : split_list(list)) {
     const std::string what = fmt::format("{}[{}]", name, parsed.values.size());
     if (text.empty())
       fail(fmt::format("trace mma: {} is empty in {}; write a value between the commas", what, quoted_input(list)));
     parsed.values.push_back(parse_value(text, default_format, what, exact_operands));
     parsed.every_value_prefixed &= text.find(':') != std::string_view::npos;
-    if (comma == std::string_view::npos) return parsed;
-    start = comma + 1;
   }
+  return parsed;
 }
 
 template <class Tag>
@@ -110,14 +94,13 @@ std::vector<typename Tag::value_type> values_of(Tag, const std::vector<parsed_op
 
 // The comparison: the same products added in k order, one rounding each.
 template <format Acc, format In>
-render_detail::section one_rounding_per_product(const std::vector<value<In>>& a, const std::vector<value<In>>& b,
+document_section one_rounding_per_product(const std::vector<value<In>>& a, const std::vector<value<In>>& b,
                                                 value<Acc> c, const trace& step) {
   const environment nearest = ptx::gpu_environment();
   value<Acc> accumulator = c;
   for (std::size_t k = 0; k < a.size(); ++k) accumulator = fma<Acc>(a[k], b[k], accumulator, nearest).result;
 
-  using render_detail::text_line;
-  render_detail::section s{"compared with one rounding per product", {}};
+  document_section s{"compared with one rounding per product", {}};
   s.lines.push_back(text_line("order", fmt::format("C, then acc = fma(A[k], B[k], acc) for k = 0..{}, each rounded "
                                                    "to nearest even in {}",
                                                    a.size() - 1, name_of(Acc))));
@@ -146,9 +129,9 @@ int run_step(const mma_options& options, const std::vector<parsed_operand>& a_op
   if (options.style == output_style::json) {
     text = render(record, options.style);
   } else {
-    auto doc = render_detail::layout(record);
+    auto doc = layout_of(record);
     if (options.compare) doc.push_back(one_rounding_per_product<Acc, In>(a, b, c, record));
-    text = render_detail::render_sections(doc, options.style);
+    text = render_document(doc, options.style);
   }
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
@@ -157,46 +140,46 @@ int run_step(const mma_options& options, const std::vector<parsed_operand>& a_op
 }  // namespace
 
 int trace_mma_command(const arguments& args) {
-  if (asks_for_help(args)) {
-    std::printf(trace_mma_help.data(), option_rule_help.data());
-    return 0;
-  }
-  argument_reader reader(args, "trace mma");
   mma_options options;
   environment_options rounding;
-  std::vector<std::string_view> positional;
-  for (; !reader.at_end(); reader.next()) {
-    const std::string_view arg = reader.current();
-    std::string_view value;
-    if (take_environment_option(reader, rounding, false)) continue;
-    if (reader.take_value("--unit", value)) {
-      if (value == "sm90") options.unit = sm90_tensor_core;
-      else if (value == "sm80") options.unit = sm80_tensor_core;
-      else fail("trace mma: --unit expects sm90 or sm80, not " + quoted_input(value));
-      options.unit_name = value;
-    } else if (reader.take_value("--from", value)) {
-      const auto named = format_from_name(value);
-      if (named != bf16 && named != fp16)
-        fail("trace mma: --from expects bf16 or fp16 (the tensor core's factors here), not " + quoted_input(value));
-      options.from = named;
-    } else if (reader.take_value("--to", value)) {
-      const auto named = format_from_name(value);
-      if (named != fp32 && named != fp16)
-        fail("trace mma: --to expects fp32 or fp16 (the accumulator's formats), not " + quoted_input(value));
-      options.to = named;
-    } else if (reader.take_flag("--compare")) {
-      options.compare = true;
-    } else if (reader.take_value("--output", value)) {
-      if (const auto named = output_style_from_name(value)) options.style = *named;
-      else fail("trace mma: --output expects text, md, latex or json, not " + quoted_input(value));
-    } else if (reader.take_flag("--exact-operands")) {
-      options.exact_operands = true;
-    } else if (arg.size() > 1 && arg[0] == '-' && arg[1] == '-') {
-      reader.unknown_option();
-    } else {
-      positional.push_back(arg);
-    }
-  }
+  // The environment options are read only to be refused with the reason, and not listed.
+  std::vector<option> table = environment_option_table(rounding, false);
+  for (option& o : table) o.help = {};
+  table.insert(table.end(), {
+      {"--unit", "sm90|sm80",
+       "the tensor core: sm90 (default; Hopper: 16 products a step, 25 bits\n"
+       "kept below 2^e_max, probed on an H200) or sm80 (Ampere: 8 products,\n"
+       "24 bits; from the literature, not probed here)",
+       [&](std::string_view unit) {
+         if (unit == "sm90") options.unit = sm90_tensor_core;
+         else if (unit == "sm80") options.unit = sm80_tensor_core;
+         else refuse_value("sm90 or sm80", unit);
+         options.unit_name = unit;
+       }},
+      {"--from", "FORMAT", "format of unprefixed values of A and B: bf16 (default) or fp16",
+       [&](std::string_view name) {
+         options.from = format_from_name(name);
+         if (options.from != bf16 && options.from != fp16)
+           refuse_value("bf16 or fp16 (the tensor core's factors here)", name);
+       }},
+      {"--to", "FORMAT",
+       "the accumulator's format, of an unprefixed C and of the result:\nfp32 (default) or fp16 (with fp16 factors)",
+       [&](std::string_view name) {
+         options.to = format_from_name(name);
+         if (options.to != fp32 && options.to != fp16) refuse_value("fp32 or fp16 (the accumulator's formats)", name);
+       }},
+      {"--compare", "",
+       "add the same sum done one product at a time: C, then for k = 0, 1, ...\n"
+       "one fused multiply-add in the accumulator's format, each rounded to\n"
+       "nearest even (as the CUDA cores' FFMA would), with its exact error\n"
+       "(text, md and latex output)",
+       [&](std::string_view) { options.compare = true; }},
+      output_option(options.style),
+      {"--exact-operands", "", "refuse values that are not exactly representable",
+       [&](std::string_view) { options.exact_operands = true; }},
+  });
+  if (asks_for_help(args)) return print_help(trace_mma_help, table);
+  const arguments positional = read_options(args, "trace mma", table, "--");
   check_environment_options(rounding, 0, "trace mma",
                             "the tensor core's rounding is fixed (toward zero into fp32, to nearest even into fp16)");
   if (positional.size() != 3)

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "npy.hpp"
+#include <bitexact/testing/npy.hpp>
 
 namespace bitexact::test {
 

@@ -111,6 +111,15 @@ bitexact_cli_test(trace_help ARGS trace --help CONTAINS "--round MODE" "--output
   "tf32:0x1FC00           tf32 patterns are its 19 bits: this is 1.0" "tf32:fp32:0x3F800000")
 bitexact_cli_test(eval_help ARGS eval --help CONTAINS "f16_mulAdd" "-rminMag" "--stop-on-error" "--check")
 bitexact_cli_test(demo_help ARGS demo --help CONTAINS "Section 3.3.2")
+# The lists come from the command table and the option tables (src/main.cpp, each command's table).
+bitexact_cli_test(help_lists_every_command ARGS --help CONTAINS "  attention Q K V" "  bias attribution"
+  "  bias statistics")
+bitexact_cli_test(help_lists_options_and_their_rule ARGS bias attribution --help CONTAINS "  --head-dim D  64 or 128"
+  "Options take `--name VALUE` or `--name=VALUE`, each once.")
+bitexact_cli_test(error_unknown_option_names_the_analysis RC 2 ARGS bias statistics --colour 3 ONE_LINE_ERROR
+  ERROR_CONTAINS "bias statistics: unknown option '--colour'; see bitexact bias statistics --help")
+bitexact_cli_test(error_option_of_two_values RC 2 ARGS attention q.npy k.npy v.npy --compare flex_attention_sm90
+  ONE_LINE_ERROR ERROR_CONTAINS "--compare needs 2 values, A B")
 
 # --- trace: the golden example -------------------------------------------------
 bitexact_cli_test(trace_golden_fp32_sum ARGS trace add fp32:0xC01A0E2E fp32:0xC0130000
@@ -161,7 +170,14 @@ bitexact_cli_test(error_bad_rounding_mode RC 2 ARGS trace add 1 1 --round sidewa
   ERROR_CONTAINS "expected one of nearest_even (or rne, near_even, nearest), nearest_away (or rna, near_maxMag)")
 bitexact_cli_test(error_bad_format_name RC 2 ARGS trace add 1 1 --to fp64 ONE_LINE_ERROR)
 bitexact_cli_test(error_bad_output_style RC 2 ARGS trace add 1 1 --output html ONE_LINE_ERROR)
-bitexact_cli_test(error_bad_tininess RC 2 ARGS trace add 1 1 --tininess never ONE_LINE_ERROR)
+bitexact_cli_test(error_bad_tininess RC 2 ARGS trace add 1 1 --tininess never ONE_LINE_ERROR
+  ERROR_CONTAINS "--tininess expects after_rounding (or after), before_rounding (or before), not 'never'")
+# The Python binding's spellings of tininess and NaN policy work here too (one table, trace/parse.hpp).
+bitexact_cli_test(tininess_python_spelling ARGS trace mul bf16:0x3F7E bf16:0x0081 --tininess before_rounding
+  CONTAINS "tiny (before_rounding)" "flags        underflow|inexact")
+bitexact_cli_test(nan_python_spelling ARGS trace add 1 2 --nan cuda --to bf16 CONTAINS "tininess after_rounding, canonical NaN")
+bitexact_cli_test(error_bad_nan RC 2 ARGS trace add 1 1 --nan quiet ONE_LINE_ERROR
+  ERROR_CONTAINS "--nan expects ieee_propagate (or ieee), canonical (or cuda), not 'quiet'")
 bitexact_cli_test(error_bad_random_bits RC 2 ARGS trace add 1 1 --round stochastic --random-bits 0x1FFFFFFFF ONE_LINE_ERROR)
 bitexact_cli_test(error_stochastic_without_bits RC 2 ARGS trace add 1 1 --round stochastic ONE_LINE_ERROR)
 bitexact_cli_test(error_eval_unknown_function RC 2 ARGS eval f64_add ONE_LINE_ERROR)
@@ -454,7 +470,7 @@ bitexact_cli_test(attention_mismatch_explained RC 1 ARGS attention ${attention_s
   "        1     0     0 0..15         tensor-core step fp32:0xBE40AAE0"
   "        9     0                     O * (1/l)        fp32:0xBDAB6970"
   "step 10, the conversion to bf16, in full:\nconvert fp32 -> bf16"
-  "from -0.08325195 to -0.08276367 convert to; the model's value before the conversion, -0.0836972, lies 59760 float32 steps below them")
+  "from -0.08325195 to -0.08276367 convert to; the model's value before the conversion, -0.0836972, lies 59760 float32 ulps (0.912 bf16 ulp) below them")
 # --explain on a split head: the four splits block by block, the element's 73 roundings down to the combine.
 bitexact_cli_test(attention_explain_split ARGS attention ${attention_data}/split_d64_n1000_causal_ties_positive_h3/q.npy
   ${attention_data}/split_d64_n1000_causal_ties_positive_h3/k.npy
@@ -616,6 +632,8 @@ bitexact_cli_test(bias_error_max_not_bf16 RC 2 ARGS bias mechanism --max 1.001 O
   ERROR_CONTAINS "--max expects a bf16 value" "the nearest bf16 is 1")
 bitexact_cli_test(bias_error_gaps RC 2 ARGS bias mechanism --gap-min 9 --gap-max 3 ONE_LINE_ERROR
   ERROR_CONTAINS "--gap-max 3 is below --gap-min 9")
+bitexact_cli_test(bias_error_gaps_round_to_nothing RC 2 ARGS bias mechanism --gap-min 0.001 --gap-max 0.002 ONE_LINE_ERROR
+  ERROR_CONTAINS "no score below the maximum from the gaps given; widen them (--max 8, --gap-min 0.001, --gap-max 0.002)")
 bitexact_cli_test(bias_error_keys RC 2 ARGS bias mechanism --keys 8 ONE_LINE_ERROR
   ERROR_CONTAINS "--keys expects an integer from 16 to 65536")
 bitexact_cli_test(bias_error_unknown_option RC 2 ARGS bias mechanism --colour 3 ONE_LINE_ERROR)

@@ -4,7 +4,7 @@
 # unit test written with testing/check.hpp, while PyTorch's own GPU output
 # passes both. The counts are the page's: 4 of the head's 64,000 elements
 # differ, the first O[150, 57] (flat index 9657 = 150 x 64 + 57), where the
-# model's float32 sum 0x3D5A8001 lies one float32 step above the tie between
+# model's float32 sum 0x3D5A8001 lies one float32 ulp above the tie between
 # bf16 0x3D5A and 0x3D5B, so a kernel whose sum came out one step lower
 # rounds down instead of up (the traces in the output show both values).
 if(NOT TARGET fused_scale_kernel OR NOT TARGET check_flash_head)
@@ -37,7 +37,7 @@ bitexact_kernel_test(attention_catches_fused_scale TARGET bitexact_cli RC 1
   ARGS attention ${qkv} --batch-heads 1,4 --expect-o ${kernel_o}
   CONTAINS "O: 64000 elements compared, 4 mismatches" "first mismatch in O at [150, 57] (row, col)"
            "expected 0x3D5A (0.05322265625)" "model    0x3D5B (0.053466796875)"
-           "combine fma      fp32:0x3D5A8001" "lies 1 float32 step above them")
+           "combine fma      fp32:0x3D5A8001" "lies 1 float32 ulp (1.53e-05 bf16 ulp) above them")
 bitexact_kernel_test(check_passes_pytorch_output TARGET check_flash_head RC 0
   ARGS ${qkv} ${head}/o.npy 1,4
   CONTAINS "64000 elements compared, all bit-identical to the model")

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "attention_captures.hpp"
-#include "npy.hpp"
+#include <bitexact/testing/npy.hpp>
 
 using namespace bitexact;
 using namespace bitexact::attention;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "npy.hpp"
+#include <bitexact/testing/npy.hpp>
 
 using namespace bitexact;
 using namespace bitexact::attention;

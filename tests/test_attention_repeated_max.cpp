@@ -272,7 +272,7 @@ TEST_SUITE("attention") {
           rows_tied += r.max_repeated;
           if (c.kind == head_kind::ties) {
             // Integer scores: a tie is an equal max (a difference of 1 is 1/8 or more after the scale).
-            const int visible = attention::detail::visible_keys(kernel, shape, row);
+            const int visible = attention::visible_keys(kernel, shape, row);
             const auto row_scores = std::span<const float32>(scores).subspan(static_cast<std::size_t>(row * c.keys),
                                                                              static_cast<std::size_t>(std::max(0, visible)));
             float largest = -INFINITY;

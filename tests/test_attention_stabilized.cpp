@@ -15,7 +15,7 @@
 #include <tuple>
 #include <vector>
 
-#include "npy.hpp"
+#include <bitexact/testing/npy.hpp>
 
 using namespace bitexact;
 using namespace bitexact::attention;
@@ -67,7 +67,7 @@ reference_result algorithm3(const flash_kernel& kernel, const attention_shape& s
     int limit = shape.key_rows;
     if (shape.causal) limit = std::min(limit, row + 1 + shape.key_rows - shape.query_rows);
     for (int split = 0; split < kernel.splits; ++split) {
-      const auto range = attention::detail::blocks_of(kernel, shape, m_block, split);
+      const auto range = attention::blocks_of(kernel, shape, m_block, split);
       double m = -std::numeric_limits<double>::infinity();
       int global_ties = 0;
       std::vector<double> so_far;

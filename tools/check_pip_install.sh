@@ -2,7 +2,8 @@
 # The Python package as a Python user installs it: `pip install .` builds one
 # wheel (pyproject.toml: scikit-build-core, pybind11 from the package index),
 # which goes into two fresh virtual environments, one with NumPy 2 from the
-# package index and one that sees Debian's NumPy 1.24 (and python3-pytest);
+# package index (and ml_dtypes, whose bfloat16 and float8 arrays the module
+# reads) and one that sees Debian's NumPy 1.24 (and python3-pytest);
 # the module's pytest suite then runs against each install, from outside the
 # source tree. The command of the Release build (build/src/bitexact), when
 # there, lets the tests that compare with it run too.
@@ -20,7 +21,7 @@ export BITEXACT_TEST_DATA_DIR=$root/tests/data
 python=/usr/bin/python3
 
 "$python" -m venv "$out/numpy2"
-"$out/numpy2/bin/pip" install -q "numpy>=2" pytest
+"$out/numpy2/bin/pip" install -q "numpy>=2" pytest ml_dtypes
 "$out/numpy2/bin/pip" wheel -q --no-deps -w "$out/wheel" "$root"
 "$python" -m venv --system-site-packages "$out/numpy1"
 

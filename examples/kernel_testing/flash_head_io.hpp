@@ -1,7 +1,7 @@
 // Reading and writing one attention head as .npy files, for the two example
 // programs: bf16 bit patterns [rows, head_dim] (int16 or uint16, as
-// `x.view(torch.int16).cpu().numpy()` saves them). Uses the bitexact
-// command's .npy reader (src/npy.hpp).
+// `x.view(torch.int16).cpu().numpy()` saves them), through the library's
+// .npy reader.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +11,7 @@
 #include <vector>
 
 #include <bitexact/bitexact.hpp>
-
-#include "npy.hpp"
+#include <bitexact/testing/npy.hpp>
 
 namespace kernel_testing {
 

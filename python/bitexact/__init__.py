@@ -75,6 +75,21 @@ _TORCH_FORMATS = {
 }
 _TORCH_INTEGERS = {1: "uint8", 2: "int16", 4: "int32"}
 
+# NumPy's floating dtypes by name, with ml_dtypes' (JAX's bfloat16 and float8 arrays): an array of
+# one of these carries its format, and is read as its bit patterns without a copy.
+_NUMPY_FORMATS = {
+    "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float8_e5m2": "e5m2", "float8_e4m3fn": "e4m3",
+}
+
+
+def _carried_format(x):
+    """The format an operand's dtype names (a PyTorch tensor, a NumPy or ml_dtypes array), or None."""
+    if _is_torch_tensor(x):
+        return _TORCH_FORMATS.get(str(x.dtype))
+    if isinstance(x, np.ndarray):
+        return _NUMPY_FORMATS.get(x.dtype.name)
+    return None
+
 
 def _is_torch_tensor(x):
     return type(x).__module__.startswith("torch") and hasattr(x, "dtype") and hasattr(x, "view")
@@ -127,9 +142,10 @@ def to_torch(bits, format):
 def as_bits(x, format, name="x"):
     """x as an unsigned array of format's bit patterns, without a copy where the memory allows.
 
-    Accepts an array of format's storage width (signed or unsigned integers;
-    float32 for fp32), a CPU PyTorch tensor, a Value, or Python integers.
-    Raises TypeError or ValueError saying what was expected.
+    Accepts an array of format's storage width (signed or unsigned integers), an
+    array whose dtype is the format itself (float32, float16, or ml_dtypes'
+    bfloat16, float8_e5m2, float8_e4m3fn), a PyTorch tensor, a Value, or Python
+    integers. Raises TypeError or ValueError saying what was expected.
     """
     canonical, width_bits, _, _, width = format_info(format)
     storage = _STORAGE[width]
@@ -151,10 +167,11 @@ def as_bits(x, format, name="x"):
         return x.astype(storage)
     if not x.dtype.isnative:  # big-endian: the same numbers in the other byte order (a copy), not other bits
         x = x.astype(x.dtype.newbyteorder("="))
-    if x.dtype == np.float32 and canonical == "fp32":
-        return x.view(np.uint32)
+    if _NUMPY_FORMATS.get(x.dtype.name) == canonical:
+        return x.view(storage)
     if x.dtype.kind not in "iu" or x.dtype.itemsize != width:
-        hint = " (or float32)" if canonical == "fp32" else ""
+        own = [dtype for dtype, f in _NUMPY_FORMATS.items() if f == canonical]
+        hint = f" (or {own[0]})" if own else ""
         raise TypeError(f"{name}: expected an array of {canonical} bit patterns, dtype {np.dtype(storage).name}"
                         f"{hint}, got {x.dtype}")
     bits = x.view(storage) if x.dtype != storage else x
@@ -230,9 +247,13 @@ def cuda_env(rounding="nearest_even", ftz=False):
     return dict(rounding=rounding, tininess="after_rounding", ftz=ftz, daz=ftz, nans="canonical")
 
 
-def _operand_formats(format, arity, op):
+def _operand_formats(format, arity, op, operands=()):
     if format is None:
-        raise ValueError(f"{op}: name the operands' format, e.g. format='bf16' (uint16 could be bf16 or fp16)")
+        carried = [_carried_format(x) for x in operands]
+        if operands and all(carried):
+            return tuple(carried)
+        raise ValueError(f"{op}: name the operands' format, e.g. format='bf16' (uint16 could be bf16 or fp16); "
+                         f"only arrays whose dtype is a format (bfloat16, float16, ...) carry their own")
     formats = (format,) * arity if isinstance(format, str) else tuple(format)
     if len(formats) != arity:
         raise ValueError(f"{op}: format= is one name or {arity} of them, one per operand; got {format!r}")
@@ -249,7 +270,7 @@ def _result_format(formats, result_format, op):
 
 def _elementwise(op, operands, format, result_format=None, rounding="nearest_even", tininess="after_rounding",
                  ftz=False, daz=False, nans="ieee_propagate", random_bits=None, element_flags=False):
-    formats = _operand_formats(format, len(operands), op)
+    formats = _operand_formats(format, len(operands), op, operands)
     names = "abc"
     arrays = [as_bits(x, f, names[i]) for i, (x, f) in enumerate(zip(operands, formats))]
     try:
@@ -283,12 +304,15 @@ _PREDICATES = ("equal", "less", "less_equal", "equal_signaling", "less_quiet", "
 
 _ENVIRONMENT_DOC = """
     format: the operands' format name, or one name per operand (mixes pair an fp32
-        operand with a narrow one); result_format: the result's, by default the operands'.
+        operand with a narrow one); left out, it comes from the operands' dtypes where each
+        names its format (float32, float16, a bfloat16 tensor, an ml_dtypes array);
+        result_format: the result's, by default the operands'.
     rounding: nearest_even, nearest_away, toward_zero, upward, downward, to_odd, stochastic
         (stochastic reads random_bits: a uint32 array, one draw per element).
-    tininess: after_rounding (x86, CUDA) or before_rounding (ARM); ftz: subnormal results
-        become zero; daz: subnormal operands read as zero; nans: ieee_propagate (x86) or
-        canonical (CUDA's one NaN). cuda_env() gives the keywords of a CUDA instruction.
+    tininess: after_rounding (x86, CUDA) or before_rounding (ARM), also after/before as the
+        command spells them; ftz: subnormal results become zero; daz: subnormal operands read
+        as zero; nans: ieee_propagate (x86; or ieee) or canonical (CUDA's one NaN; or cuda).
+        cuda_env() gives the keywords of a CUDA instruction.
     Returns (result, raised), raised the OR of every element's Flags; with
     element_flags=True, (result, raised, flags) with one uint8 of flags per element."""
 

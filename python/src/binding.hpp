@@ -1,6 +1,6 @@
 // What the parts of the _bitexact extension share: runtime names to the
-// library's types, NumPy arrays of bit patterns as spans, and the dispatch
-// from runtime formats to the compile-time ones the operations take.
+// library's types, NumPy arrays of bit patterns as spans, and the results a
+// mix of formats may round into (the pairs themselves: trace/parse.hpp).
 //
 // The extension is the thin, typed layer: bitexact/__init__.py checks the
 // caller's arrays (dtype, shape, broadcasting) and names, and hands over flat
@@ -59,33 +59,12 @@ value<F>* writable_values_of(py::array_t<typename value<F>::storage>& array) {
   return reinterpret_cast<value<F>*>(array.mutable_data());
 }
 
-// Operands of one format, or of two where one is fp32 (an fp32 accumulator
-// and a narrow operand), as the `bitexact trace` command allows: every pair
-// would compile every operation 6^3 times.
-inline bool supported_operand_pair(format a, format b) { return a == b || a == fp32 || b == fp32; }
-
-inline void check_operand_pair(format a, format b) {
-  if (!supported_operand_pair(a, b))
-    throw std::invalid_argument("operands of " + std::string(name_of(a)) + " and " + std::string(name_of(b)) +
-                                " cannot be mixed: a mix needs one of them in fp32 (an fp32 accumulator and a "
-                                "narrow value); convert one operand first");
-}
-
-template <class Fn>
-decltype(auto) with_operand_pair(format a, format b, Fn&& fn) {
-  check_operand_pair(a, b);
-  if (a == b) return visit_format(a, [&](auto tag) -> decltype(auto) { return fn(tag, tag); });
-  if (a == fp32) return visit_format(b, [&](auto tag) -> decltype(auto) { return fn(format_tag<fp32>{}, tag); });
-  return visit_format(a, [&](auto tag) -> decltype(auto) { return fn(tag, format_tag<fp32>{}); });
-}
-
 // fn(a_tag, b_tag, result_tag) for an operand pair and a result format: any
 // result for operands of one format, and for a mix one of its two formats
 // (which halves what the module compiles; convert reaches the others).
 template <class Fn>
 decltype(auto) with_operation_formats(format a, format b, format result, Fn&& fn) {
-  check_operand_pair(a, b);
-  if (a != b && result != a && result != b)
+  if (supported_operand_pair(a, b) && a != b && result != a && result != b)
     throw std::invalid_argument("a mix of " + std::string(name_of(a)) + " and " + std::string(name_of(b)) +
                                 " rounds into one of them, not " + std::string(name_of(result)) +
                                 "; convert the result afterwards");

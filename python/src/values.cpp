@@ -19,24 +19,25 @@ format format_named(std::string_view name) {
                               std::string(format_names_hint));
 }
 
-rounding_mode rounding_named(std::string_view name) {
-  if (const auto named = rounding_mode_from_name(name)) return *named;
-  throw std::invalid_argument("unknown rounding " + quoted_input(name) + "; expected one of " +
-                              rounding_names_hint());
+// One setting by any of its spellings (trace/parse.hpp), or an error listing them all.
+template <class Setting, std::size_t N>
+Setting setting_named(const std::array<setting_spelling<Setting>, N>& spellings, std::string_view name,
+                      std::string_view what) {
+  if (const auto named = setting_from_name(spellings, name)) return *named;
+  throw std::invalid_argument("unknown " + std::string(what) + " " + quoted_input(name) + "; expected one of " +
+                              setting_names_hint(spellings));
 }
+
+rounding_mode rounding_named(std::string_view name) { return setting_named(rounding_spellings, name, "rounding"); }
 
 environment environment_of(std::string_view rounding, std::string_view tiny, bool flush_to_zero,
                            bool denormals_are_zero, std::string_view nans) {
   environment env;
   env.rounding = rounding_named(rounding);
-  if (tiny == "after_rounding" || tiny == "after") env.tiny = tininess::after_rounding;
-  else if (tiny == "before_rounding" || tiny == "before") env.tiny = tininess::before_rounding;
-  else throw std::invalid_argument("unknown tininess " + quoted_input(tiny) + "; expected after_rounding or before_rounding");
+  env.tiny = setting_named(tininess_spellings, tiny, "tininess");
   env.flush_to_zero = flush_to_zero;
   env.denormals_are_zero = denormals_are_zero;
-  if (nans == "ieee_propagate" || nans == "ieee") env.nans = nan_policy::ieee_propagate;
-  else if (nans == "canonical" || nans == "cuda") env.nans = nan_policy::canonical;
-  else throw std::invalid_argument("unknown NaN policy " + quoted_input(nans) + "; expected ieee_propagate or canonical");
+  env.nans = setting_named(nan_policy_spellings, nans, "NaN policy");
   return env;
 }
 

@@ -209,6 +209,20 @@ def test_bad_inputs_raise_what_was_expected():
         bitexact.add(a, a, format="bf16", rounding="nearest_odd")
     assert bitexact.add(a, a, format="bf16", rounding="rtz")[0].tolist() == \
         bitexact.add(a, a, format="bf16", rounding="toward_zero")[0].tolist()  # an alias the message lists
+    # Tininess and NaN policy take the command's spellings too (one table in trace/parse.hpp).
+    with pytest.raises(ValueError, match=r"unknown tininess 'early'; expected one of after_rounding \(or after\), "
+                                         r"before_rounding \(or before\)"):
+        bitexact.add(a, a, format="bf16", tininess="early")
+    with pytest.raises(ValueError, match=r"unknown NaN policy 'quiet'; expected one of ieee_propagate \(or ieee\), "
+                                         r"canonical \(or cuda\)"):
+        bitexact.add(a, a, format="bf16", nans="quiet")
+    # 0x3F7E x 0x0081 is just below the least normal before rounding and reaches it after:
+    # underflow is raised when tininess is detected before rounding, not after.
+    a_, b_ = np.array([0x3F7E], np.uint16), np.array([0x0081], np.uint16)
+    for spellings, underflow in ((("before", "before_rounding"), True), (("after", "after_rounding"), False)):
+        for spelling in spellings:
+            result, raised = bitexact.mul(a_, b_, format="bf16", tininess=spelling)
+            assert result.tolist() == [0x0080] and bool(raised & bitexact.Flags.UNDERFLOW) == underflow, spelling
     with pytest.raises(ValueError, match="do not broadcast"):
         bitexact.add(a, np.zeros(3, np.uint16), format="bf16")
     with pytest.raises(ValueError, match="needs random_bits"):

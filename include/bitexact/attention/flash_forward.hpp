@@ -105,6 +105,79 @@ struct row_end_event {
   std::span<const float32> o;  // [head_dim], O times inverse
 };
 
+// Which keys and K/V blocks a query row meets, public because a kernel
+// author's explanation of a mismatch needs them (`bitexact attention --explain`).
+
+// How far the causal diagonal is shifted right: N_k - N_q bottom-right
+// aligned (mask.h), 0 top-left aligned.
+inline int causal_diagonal(const flash_kernel& kernel, const attention_shape& shape) {
+  return kernel.causal == causal_alignment::bottom_right ? shape.key_rows - shape.query_rows : 0;
+}
+
+// The keys a query row sees are [0, visible_keys): every key, or (causal)
+// those up to its diagonal.
+inline int visible_keys(const flash_kernel& kernel, const attention_shape& shape, int row) {
+  return shape.causal ? std::min(shape.key_rows, row + 1 + causal_diagonal(kernel, shape)) : shape.key_rows;
+}
+
+// The K/V block range a thread block of rows (m_block) covers in one split
+// (flash_fwd_kernel.h: n_blocks_per_split, the causal cap).
+struct block_range {
+  int first = 0, end = 0;
+};
+inline block_range blocks_of(const flash_kernel& kernel, const attention_shape& shape, int m_block, int split) {
+  const auto ceil_div = [](int a, int b) { return (a + b - 1) / b; };
+  const int key_blocks = ceil_div(shape.key_rows, kernel.block_n);
+  const int per_split = ceil_div(key_blocks, kernel.splits);
+  block_range range{split * per_split, std::min(key_blocks, (split + 1) * per_split)};
+  if (shape.causal)
+    range.end = std::min(range.end, ceil_div((m_block + 1) * kernel.block_m + causal_diagonal(kernel, shape), kernel.block_n));
+  return range;
+}
+
+
+// The K/V blocks the thread block holding row0 visits in one split, in the
+// kernel's order (the block order's comment in kernel.hpp says whose).
+inline std::vector<int> visit_order(const flash_kernel& kernel, const attention_shape& shape, int row0, int split) {
+  const auto ceil_div = [](int a, int b) { return (a + b - 1) / b; };
+  std::vector<int> blocks;
+  if (kernel.order == block_order::last_to_first) {
+    const block_range range = blocks_of(kernel, shape, row0 / kernel.block_m, split);
+    for (int block = range.end - 1; block >= range.first; --block) blocks.push_back(block);
+    return blocks;
+  }
+  if (kernel.order == block_order::first_to_last) {
+    const block_range range = blocks_of(kernel, shape, row0 / kernel.block_m, 0);
+    for (int block = 0; block < range.end; ++block) blocks.push_back(block);
+    return blocks;
+  }
+  // mask_partial_then_full. Without the causal mask FlexAttention's empty
+  // block mask is one partial block over every key.
+  const int key_blocks = std::max(ceil_div(shape.key_rows, kernel.block_n), 1);
+  if (!shape.causal) {
+    for (int block = 0; block < key_blocks; ++block) blocks.push_back(block);
+    return blocks;
+  }
+  // create_block_mask pads the mask to whole blocks with False: a block is
+  // full only when every row and key of its padded square is visible.
+  const int size = kernel.mask_block, per_mask_block = kernel.mask_block / kernel.block_n;
+  const int first_row = row0 / size * size, last_row = std::min(first_row + size, shape.query_rows) - 1;
+  std::vector<int> partial, full;
+  for (int mask_block = 0; mask_block < ceil_div(shape.key_rows, size); ++mask_block) {
+    const int first_key = mask_block * size;
+    if (visible_keys(kernel, shape, last_row) <= first_key) continue;  // no row sees a key of it
+    const bool whole = first_row + size <= shape.query_rows && first_key + size <= shape.key_rows &&
+                       visible_keys(kernel, shape, first_row) >= first_key + size;
+    (whole ? full : partial).push_back(mask_block);
+  }
+  for (const std::vector<int>* list : {&partial, &full}) {
+    // block_n_end: the list's blocks of block_n keys, at most the keys' blocks.
+    const int iterations = std::min(static_cast<int>(list->size()) * per_mask_block, key_blocks);
+    for (int i = 0; i < iterations; ++i) blocks.push_back((*list)[static_cast<std::size_t>(i / per_mask_block)] * per_mask_block + i % per_mask_block);
+  }
+  return blocks;
+}
+
 namespace detail {
 
 // FMNMX as CUDA's fmaxf: a NaN operand loses to a number. The order of -0
@@ -175,18 +248,6 @@ inline void score_groups(const flash_kernel& kernel, const head_operands& head, 
     for (std::size_t r = 0; r < 16; ++r)
       for (std::size_t n = 0; n < 8; ++n) scores[r * stride + group * 8 + n] = acc[r * 8 + n];
   }
-}
-
-// How far the causal diagonal is shifted right: N_k - N_q bottom-right
-// aligned (mask.h), 0 top-left aligned.
-inline int causal_diagonal(const flash_kernel& kernel, const attention_shape& shape) {
-  return kernel.causal == causal_alignment::bottom_right ? shape.key_rows - shape.query_rows : 0;
-}
-
-// The keys a query row sees are [0, visible_keys): every key, or (causal)
-// those up to its diagonal.
-inline int visible_keys(const flash_kernel& kernel, const attention_shape& shape, int row) {
-  return shape.causal ? std::min(shape.key_rows, row + 1 + causal_diagonal(kernel, shape)) : shape.key_rows;
 }
 
 // How many of a split's K/V blocks, from the last one processed first, the
@@ -608,67 +669,6 @@ class row_slab {
 
 }  // namespace detail
 
-namespace detail {
-
-// The K/V block range a thread block of rows (m_block) covers in one split
-// (flash_fwd_kernel.h: n_blocks_per_split, the causal cap).
-struct block_range {
-  int first = 0, end = 0;
-};
-inline block_range blocks_of(const flash_kernel& kernel, const attention_shape& shape, int m_block, int split) {
-  const auto ceil_div = [](int a, int b) { return (a + b - 1) / b; };
-  const int key_blocks = ceil_div(shape.key_rows, kernel.block_n);
-  const int per_split = ceil_div(key_blocks, kernel.splits);
-  block_range range{split * per_split, std::min(key_blocks, (split + 1) * per_split)};
-  if (shape.causal)
-    range.end = std::min(range.end, ceil_div((m_block + 1) * kernel.block_m + causal_diagonal(kernel, shape), kernel.block_n));
-  return range;
-}
-
-
-// The K/V blocks the thread block holding row0 visits in one split, in the
-// kernel's order (the block order's comment in kernel.hpp says whose).
-inline std::vector<int> visit_order(const flash_kernel& kernel, const attention_shape& shape, int row0, int split) {
-  const auto ceil_div = [](int a, int b) { return (a + b - 1) / b; };
-  std::vector<int> blocks;
-  if (kernel.order == block_order::last_to_first) {
-    const block_range range = blocks_of(kernel, shape, row0 / kernel.block_m, split);
-    for (int block = range.end - 1; block >= range.first; --block) blocks.push_back(block);
-    return blocks;
-  }
-  if (kernel.order == block_order::first_to_last) {
-    const block_range range = blocks_of(kernel, shape, row0 / kernel.block_m, 0);
-    for (int block = 0; block < range.end; ++block) blocks.push_back(block);
-    return blocks;
-  }
-  // mask_partial_then_full. Without the causal mask FlexAttention's empty
-  // block mask is one partial block over every key.
-  const int key_blocks = std::max(ceil_div(shape.key_rows, kernel.block_n), 1);
-  if (!shape.causal) {
-    for (int block = 0; block < key_blocks; ++block) blocks.push_back(block);
-    return blocks;
-  }
-  // create_block_mask pads the mask to whole blocks with False: a block is
-  // full only when every row and key of its padded square is visible.
-  const int size = kernel.mask_block, per_mask_block = kernel.mask_block / kernel.block_n;
-  const int first_row = row0 / size * size, last_row = std::min(first_row + size, shape.query_rows) - 1;
-  std::vector<int> partial, full;
-  for (int mask_block = 0; mask_block < ceil_div(shape.key_rows, size); ++mask_block) {
-    const int first_key = mask_block * size;
-    if (visible_keys(kernel, shape, last_row) <= first_key) continue;  // no row sees a key of it
-    const bool whole = first_row + size <= shape.query_rows && first_key + size <= shape.key_rows &&
-                       visible_keys(kernel, shape, first_row) >= first_key + size;
-    (whole ? full : partial).push_back(mask_block);
-  }
-  for (const std::vector<int>* list : {&partial, &full}) {
-    // block_n_end: the list's blocks of block_n keys, at most the keys' blocks.
-    const int iterations = std::min(static_cast<int>(list->size()) * per_mask_block, key_blocks);
-    for (int i = 0; i < iterations; ++i) blocks.push_back((*list)[static_cast<std::size_t>(i / per_mask_block)] * per_mask_block + i % per_mask_block);
-  }
-  return blocks;
-}
-
-}  // namespace detail
 
 // The combine kernel (flash_fwd_splitkv_combine_kernel) for one query row:
 // split_o [splits][head_dim] and split_lse [splits] as the split kernel wrote

@@ -211,7 +211,7 @@ inline std::vector<row_repeated_max> repeated_max_rows(const flash_kernel& kerne
   std::vector<row_repeated_max> rows(static_cast<std::size_t>(shape.query_rows));
   for (int row = 0; row < shape.query_rows; ++row) {
     const std::span<const float32> row_scores = scores.subspan(static_cast<std::size_t>(row) * keys, keys);
-    const std::size_t visible = static_cast<std::size_t>(std::max(0, detail::visible_keys(kernel, shape, row)));
+    const std::size_t visible = static_cast<std::size_t>(std::max(0, visible_keys(kernel, shape, row)));
     row_repeated_max& counts = rows[static_cast<std::size_t>(row)];
     counts.max_repeated = detail::max_repeated(kernel, tie_epsilon, row_scores.first(visible));
     detail::count_p_bar_ones(kernel, shape, ones, row, row_scores, block_scores, counts);

@@ -228,13 +228,13 @@ class rounding_site_row {
     if (q.size() != static_cast<std::size_t>(shape.query_rows) * d_ || k.size() != keys * d_ || v.size() != keys * d_)
       refuse("q needs query_rows x head_dim elements, k and v key_rows x head_dim");
 
-    const bitexact::attention::detail::block_range range =
-        bitexact::attention::detail::blocks_of(kernel, shape, row / kernel.block_m, 0);
+    const bitexact::attention::block_range range =
+        bitexact::attention::blocks_of(kernel, shape, row / kernel.block_m, 0);
     first_block_ = range.first, end_block_ = range.end;
     const bitexact::attention::detail::masking_plan plan = bitexact::attention::detail::masking_of(kernel, shape);
     masking_steps_ = plan.steps, check_inf_ = plan.check_inf;
     key_limit_ = shape.key_rows;
-    if (shape.causal) key_limit_ = bitexact::attention::detail::visible_keys(kernel, shape, row);
+    if (shape.causal) key_limit_ = bitexact::attention::visible_keys(kernel, shape, row);
     exact_scale_log2_ = detail::working_of(kernel.scale) / detail::ln_two();
 
     const std::size_t padded = static_cast<std::size_t>(std::max(end_block_, 0)) * static_cast<std::size_t>(kernel.block_n);

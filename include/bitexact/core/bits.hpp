@@ -35,6 +35,15 @@ __extension__ using uint128 = unsigned __int128;  // __extension__: no -Wpedanti
 #define BITEXACT_EXPECTS(condition, message) ((condition) ? void() : ::bitexact::precondition_violated(message))
 #endif
 
+// std::bit_cast through the builtin that implements it in GCC and Clang: the
+// libc++ of Debian 12's emscripten (3.1.6), which builds the page in web/, has
+// no std::bit_cast.
+template <class To, class From>
+  requires(sizeof(To) == sizeof(From) && std::is_trivially_copyable_v<To> && std::is_trivially_copyable_v<From>)
+constexpr To bit_cast(const From& from) noexcept {
+  return __builtin_bit_cast(To, from);
+}
+
 constexpr int msb_index(std::uint64_t x) { return 63 - std::countl_zero(x); }
 // For x known to be nonzero: one bsr, where countl_zero adds a test for zero.
 constexpr int leading_zeros_nonzero(std::uint64_t x) {

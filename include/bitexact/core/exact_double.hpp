@@ -45,7 +45,7 @@ BITEXACT_INLINE constexpr Word fp32_pattern(Word bits) {
 // A normal value of F as a double, exactly, by way of its fp32 pattern.
 template <format F>
 BITEXACT_INLINE constexpr double exact_double(std::uint32_t bits) {
-  return static_cast<double>(std::bit_cast<float>(fp32_pattern<F>(bits)));
+  return static_cast<double>(bit_cast<float>(fp32_pattern<F>(bits)));
 }
 
 // Two normal values of F add exactly in a double when their exponents are at
@@ -86,7 +86,7 @@ struct double_as_extended {
 template <format R>
 constexpr value<R> round_double(double exact, const environment& env, flags& raised) {
   using pattern = double_as_extended<R>;
-  const auto bits = std::bit_cast<std::uint64_t>(exact);
+  const auto bits = bit_cast<std::uint64_t>(exact);
   if (pattern::fits(bits << 1)) [[likely]]
     return pattern::template round<run_time_rounding>(bits >> 63, bits << 1, env, raised);
   const auto biased = static_cast<int>((bits >> double_fraction_bits) & double_max_biased_exponent);

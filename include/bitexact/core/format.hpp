@@ -7,6 +7,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "bits.hpp"
+
 namespace bitexact {
 
 // How the all-ones exponent field is used. IEEE formats spend it on Inf and
@@ -127,7 +129,7 @@ using tfloat32 = value<tf32>;
 using float8_e5m2 = value<e5m2>;
 using float8_e4m3 = value<e4m3>;
 
-constexpr float32 from_host(float x) { return {std::bit_cast<std::uint32_t>(x)}; }
-constexpr float to_host(float32 x) { return std::bit_cast<float>(x.bits); }
+constexpr float32 from_host(float x) { return {bit_cast<std::uint32_t>(x)}; }
+constexpr float to_host(float32 x) { return bit_cast<float>(x.bits); }
 
 }  // namespace bitexact

@@ -147,7 +147,7 @@ constexpr bool zero_sum_sign(bool a_sign, bool b_sign, const environment& env) {
 template <format R, class Fallback>
 BITEXACT_INLINE constexpr rounded<R> round_exact_double(double exact, const environment& env, Fallback&& fallback) {
   using pattern = double_as_extended<R>;
-  const auto bits = std::bit_cast<std::uint64_t>(exact);
+  const auto bits = bit_cast<std::uint64_t>(exact);
   if (!pattern::fits(bits << 1)) [[unlikely]] return fallback();
   return with_fixed_rounding(env, [&](auto mode) {
     flags raised;
@@ -599,7 +599,7 @@ constexpr std::pair<std::int64_t, flags> to_integer(value<A> a, const environmen
 template <format R>
 constexpr rounded<R> from_double(double x, const environment& env = {}) {
   using namespace detail;
-  const auto bits = std::bit_cast<std::uint64_t>(x);
+  const auto bits = bit_cast<std::uint64_t>(x);
   const bool sign = bits >> 63;
   const auto biased = static_cast<int>((bits >> double_fraction_bits) & double_max_biased_exponent);
   const std::uint64_t fraction = bits & (double_hidden_bit - 1);
@@ -622,15 +622,15 @@ constexpr double to_double(value<A> a) {
   const std::uint64_t sign = std::uint64_t{u.sign} << 63;
   constexpr std::uint64_t infinity_bits = std::uint64_t{double_max_biased_exponent} << double_fraction_bits;
   switch (u.kind) {
-    case value_class::zero: return std::bit_cast<double>(sign);
-    case value_class::infinity: return std::bit_cast<double>(sign | infinity_bits);
+    case value_class::zero: return bit_cast<double>(sign);
+    case value_class::infinity: return bit_cast<double>(sign | infinity_bits);
     case value_class::quiet_nan:
     case value_class::signaling_nan: {
       // The payload as it stands, signaling or not: this shows a value, it
       // does not compute with it. E4M3FN's one NaN reads as quiet.
       const std::uint64_t payload = to_common_nan(a).payload >> (64 - double_fraction_bits);
       constexpr std::uint64_t quiet_bit = double_hidden_bit >> 1;
-      return std::bit_cast<double>(sign | infinity_bits | payload | (A.has_infinity() ? 0 : quiet_bit));
+      return bit_cast<double>(sign | infinity_bits | payload | (A.has_infinity() ? 0 : quiet_bit));
     }
     default: break;
   }
@@ -639,7 +639,7 @@ constexpr double to_double(value<A> a) {
   const std::uint64_t fraction =
       (std::uint64_t{u.significand} << (double_fraction_bits - lead)) & (double_hidden_bit - 1);
   const auto biased = static_cast<std::uint64_t>(u.exponent + lead + double_bias);
-  return std::bit_cast<double>(sign | (biased << double_fraction_bits) | fraction);
+  return bit_cast<double>(sign | (biased << double_fraction_bits) | fraction);
 }
 
 // Comparison of values of any formats. Unordered when either is NaN.
@@ -656,7 +656,8 @@ constexpr std::partial_ordering compare(value<A> a, value<B> b, const environmen
   const auto ra = magnitude_rank(ua), rb = magnitude_rank(ub);
   if (ua.kind == value_class::zero && ub.kind == value_class::zero) return std::partial_ordering::equivalent;
   if (ua.sign != ub.sign) return ua.sign ? std::partial_ordering::less : std::partial_ordering::greater;
-  const auto by_magnitude = ra <=> rb;
+  // Field by field: the libc++ of Debian 12's emscripten (web/) has no <=> for std::pair.
+  const auto by_magnitude = ra.first != rb.first ? ra.first <=> rb.first : ra.second <=> rb.second;
   return ua.sign ? (0 <=> by_magnitude) : std::partial_ordering(by_magnitude);
 }
 

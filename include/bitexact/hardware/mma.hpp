@@ -257,8 +257,8 @@ BITEXACT_INLINE void fast_scales(lane_exponents distance, int headroom, lane_flo
   const lane_exponents clamped = distance < fast_max_distance ? distance : lane_exponents{} + fast_max_distance;
   const lane_exponents upper = (static_cast<std::int16_t>(127 + headroom) - clamped) << 7;
   const lane_exponents zero{};
-  low = std::bit_cast<lane_floats>(__builtin_shufflevector(zero, upper, 0, 8, 1, 9, 2, 10, 3, 11));
-  high = std::bit_cast<lane_floats>(__builtin_shufflevector(zero, upper, 4, 12, 5, 13, 6, 14, 7, 15));
+  low = bit_cast<lane_floats>(__builtin_shufflevector(zero, upper, 0, 8, 1, 9, 2, 10, 3, 11));
+  high = bit_cast<lane_floats>(__builtin_shufflevector(zero, upper, 4, 12, 5, 13, 6, 14, 7, 15));
 }
 
 // trunc(x * scale) lane by lane: x is an exact small integer in a float, scale a power of two.
@@ -279,7 +279,7 @@ BITEXACT_INLINE bool decode_fast(const value<F>* xs, float* signed_significand, 
     const std::uint32_t significand = significand_of_field(F, biased, bits & value<F>::fraction_mask());
     const std::uint32_t sign = (bits >> (F.width() - 1)) & 1;
     signed_significand[i] =
-        std::bit_cast<float>(std::bit_cast<std::uint32_t>(static_cast<float>(static_cast<int>(significand))) | (sign << 31));
+        bit_cast<float>(bit_cast<std::uint32_t>(static_cast<float>(static_cast<int>(significand))) | (sign << 31));
     // A zero does not compete for e_max at all.
     nominal_exponent[i] = static_cast<std::int16_t>(
         significand == 0 ? fast_zero_nominal : leading_exponent_of_field(F, biased));

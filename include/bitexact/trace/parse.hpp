@@ -25,6 +25,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -62,6 +63,37 @@ constexpr decltype(auto) visit_format(format f, Fn&& fn, bool* known = nullptr) 
   return fn(format_tag<fp32>{});
 }
 
+// fn(format_tag<A>{}, format_tag<B>{}, ...) for the named formats equal to
+// the runtime ones, given in order.
+template <class Fn>
+constexpr decltype(auto) with_formats(Fn&& fn) {
+  return fn();
+}
+template <class Fn, class... Rest>
+constexpr decltype(auto) with_formats(Fn&& fn, format first, Rest... rest) {
+  return visit_format(first, [&](auto first_tag) -> decltype(auto) {
+    return with_formats([&](auto... rest_tags) -> decltype(auto) { return fn(first_tag, rest_tags...); }, rest...);
+  });
+}
+
+// The operand formats the command and the Python binding dispatch: one
+// format, or two where one is fp32 (an fp32 accumulator and a narrow operand,
+// as kernels mix them). Every pair would compile every operation 6^3 times.
+constexpr bool supported_operand_pair(format a, format b) { return a == b || a == fp32 || b == fp32; }
+
+// fn(format_tag<A>{}, format_tag<B>{}) for a supported pair; throws
+// std::invalid_argument, saying what to do, for any other.
+template <class Fn>
+decltype(auto) with_operand_pair(format a, format b, Fn&& fn) {
+  if (!supported_operand_pair(a, b))
+    throw std::invalid_argument("operands of " + std::string(name_of(a)) + " and " + std::string(name_of(b)) +
+                                " cannot be mixed: a mix needs one of them in fp32 (an fp32 accumulator and a "
+                                "narrow value); convert one operand first");
+  if (a == b) return visit_format(a, [&](auto tag) -> decltype(auto) { return fn(tag, tag); });
+  if (a == fp32) return visit_format(b, [&](auto tag) -> decltype(auto) { return fn(format_tag<fp32>{}, tag); });
+  return visit_format(a, [&](auto tag) -> decltype(auto) { return fn(tag, format_tag<fp32>{}); });
+}
+
 // Accepts this library's names and the spellings TestFloat and ML frameworks use.
 constexpr std::optional<format> format_from_name(std::string_view name) {
   if (name == "fp32" || name == "f32" || name == "float32" || name == "binary32") return fp32;
@@ -76,14 +108,17 @@ constexpr std::optional<format> format_from_name(std::string_view name) {
 
 inline constexpr std::string_view format_names_hint = "fp32, bf16, fp16, tf32, e5m2, e4m3";
 
-// Every spelling of each rounding mode: the enumerator's name first, then the
-// short forms and TestFloat's names (minMag, min, max, near_maxMag, ...). The
-// lookup and the list an error message shows both come from here.
-struct rounding_spelling {
-  rounding_mode mode;
+// Every spelling of each value of an environment setting: the enumerator's
+// name first, then the short forms (and TestFloat's names for rounding modes:
+// minMag, min, max, near_maxMag, ...). The command and the Python binding look
+// names up here, and their error messages list the same table.
+template <class Setting>
+struct setting_spelling {
+  Setting value;
   std::array<std::string_view, 4> names;  // unused places empty
 };
-inline constexpr std::array<rounding_spelling, 7> rounding_spellings{{
+
+inline constexpr std::array<setting_spelling<rounding_mode>, 7> rounding_spellings{{
     {rounding_mode::nearest_even, {"nearest_even", "rne", "near_even", "nearest"}},
     {rounding_mode::nearest_away, {"nearest_away", "rna", "near_maxMag", ""}},
     {rounding_mode::toward_zero, {"toward_zero", "rtz", "minMag", "zero"}},
@@ -93,17 +128,34 @@ inline constexpr std::array<rounding_spelling, 7> rounding_spellings{{
     {rounding_mode::stochastic, {"stochastic", "sr", "", ""}},
 }};
 
-constexpr std::optional<rounding_mode> rounding_mode_from_name(std::string_view name) {
-  for (const rounding_spelling& spelling : rounding_spellings)
+inline constexpr std::array<setting_spelling<tininess>, 2> tininess_spellings{{
+    {tininess::after_rounding, {"after_rounding", "after", "", ""}},
+    {tininess::before_rounding, {"before_rounding", "before", "", ""}},
+}};
+
+inline constexpr std::array<setting_spelling<nan_policy>, 2> nan_policy_spellings{{
+    {nan_policy::ieee_propagate, {"ieee_propagate", "ieee", "", ""}},
+    {nan_policy::canonical, {"canonical", "cuda", "", ""}},
+}};
+
+template <class Setting, std::size_t N>
+constexpr std::optional<Setting> setting_from_name(const std::array<setting_spelling<Setting>, N>& spellings,
+                                                   std::string_view name) {
+  for (const setting_spelling<Setting>& spelling : spellings)
     for (const std::string_view n : spelling.names)
-      if (!n.empty() && n == name) return spelling.mode;
+      if (!n.empty() && n == name) return spelling.value;
   return std::nullopt;
 }
 
+constexpr std::optional<rounding_mode> rounding_mode_from_name(std::string_view name) {
+  return setting_from_name(rounding_spellings, name);
+}
+
 // "nearest_even (or rne, near_even, nearest), nearest_away (or rna, near_maxMag), ...".
-inline std::string rounding_names_hint() {
+template <class Setting, std::size_t N>
+std::string setting_names_hint(const std::array<setting_spelling<Setting>, N>& spellings) {
   std::string text;
-  for (const rounding_spelling& spelling : rounding_spellings) {
+  for (const setting_spelling<Setting>& spelling : spellings) {
     text += (text.empty() ? "" : ", ") + std::string(spelling.names[0]);
     std::string others;
     for (std::size_t i = 1; i < spelling.names.size(); ++i)
@@ -112,6 +164,8 @@ inline std::string rounding_names_hint() {
   }
   return text;
 }
+
+inline std::string rounding_names_hint() { return setting_names_hint(rounding_spellings); }
 
 enum class operand_syntax : std::uint8_t { bit_pattern, decimal, hex_float, infinity, nan };
 
@@ -149,14 +203,15 @@ inline std::string quoted_input(std::string_view text) {
   return out + "'";
 }
 
-namespace detail {
-
+// The value of one hex digit of either case, or -1 for any other character.
 constexpr int hex_digit_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
 }
+
+namespace detail {
 
 inline std::string hex_string(std::uint64_t value) {
   std::string hex;
@@ -363,7 +418,7 @@ inline operand_parse parse_operand(std::string_view text, format default_format)
     std::uint64_t pattern = 0;
     std::size_t digits = 0;
     for (std::size_t i = 2; i < text.size(); ++i) {
-      const int digit = detail::hex_digit_value(text[i]);
+      const int digit = hex_digit_value(text[i]);
       if (digit < 0) {
         result.error = quoted_input(whole) + " has a non-hex character " + quoted_input(text.substr(i, 1)) +
                        "; expected a bit pattern like " + std::string(name_of(f)) + ":0xC013";

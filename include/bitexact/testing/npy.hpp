@@ -1,5 +1,7 @@
 // NumPy .npy files (format versions 1 to 3), the format every PyTorch user can
-// write in one line (numpy.save). Only what attention inputs and outputs need:
+// write in one line (numpy.save), and in which a kernel author's test, the
+// `bitexact attention` command and the captures of tests/data hold heads and
+// outputs. Only what attention inputs and outputs need:
 // little-endian 2- and 4-byte elements in C order. Every error names the file
 // and what was expected.
 #pragma once

@@ -9,6 +9,15 @@
 // captures left it open); for those tiles the probe also counts mismatches of
 // neighbouring zero-term exponents.
 //
+// Then the wgmma shapes and operand sources of our wgmma attention kernel
+// (cuda/attention/flash_forward_wgmma.cu, through cuda/hopper.cuh):
+// m64n64k16 and m64n128k16 with A and B K-major from 128-byte-swizzled
+// shared memory (S = Q K^T), and with A from registers and B MN-major (O +=
+// P V). Each m64n8 tile is laid into all N / 8 column chunks of the wide
+// instruction, chunk j with its columns rotated by j, at the k16 step t % 4
+// of a 64-column page (the start-address offsets the kernel uses); chunk 0,
+// rotated back, is compared with the model and every other chunk with chunk 0.
+//
 //   probe_mma [--quick] [--save DIR]
 //   --quick: 1M outputs per variant, for a smoke test; --save: write the tiles
 //   whose GPU outputs decide the sign of a zero result, in the capture layout.
@@ -18,6 +27,7 @@
 #include <cstring>
 
 #include "capture/capture_mma.cuh"
+#include "hopper.cuh"
 #include "probe_common.cuh"
 
 namespace bx = bitexact;
@@ -260,6 +270,110 @@ void compare_tile(const Tiles& t, size_t tile, variant_result& r) {
   }
 }
 
+// Column n' of chunk j holds the tile's column (n' + j) % 8.
+__host__ __device__ inline int rotated(int column, int chunk) { return (column + chunk) % 8; }
+
+// The wide wgmma (see the top of the file) on each tile, A from shared
+// memory (SharedA) or registers; out[tile][chunk][64][8], rotated back.
+template <int N, bool SharedA>
+__global__ void kernel_wgmma_wide(const uint16_t* a_all, const uint16_t* b_all, const uint32_t* c_all, uint32_t* out,
+                                  int tiles) {
+  // A: one K-major page [64][64]; B: K-major [N][64] (SharedA) or MN-major
+  // pages [64 k][64 n], N / 64 of them 8 KiB apart.
+  __shared__ __align__(1024) uint16_t a_page[64 * 64];
+  __shared__ __align__(1024) uint16_t b_pages[N * 64];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const auto swizzled = [](int row, int column) {  // element offset in a page of 64 columns
+    return row * 64 + (((column / 8) ^ (row % 8)) * 8) + column % 8;
+  };
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const uint16_t* a = a_all + size_t(tile) * 64 * 16;
+    const uint16_t* b = b_all + size_t(tile) * 128;  // b[k][n]
+    const uint32_t* c = c_all + size_t(tile) * 512;
+    const int step = tile % 4;  // the tile's k16 step within the page
+    __syncthreads();
+    for (int i = threadIdx.x; i < 64 * 16; i += blockDim.x) a_page[swizzled(i / 16, 16 * step + i % 16)] = a[i];
+    for (int i = threadIdx.x; i < 16 * N; i += blockDim.x) {
+      const int k = i / N, n = i % N, value = b[k * 8 + rotated(n % 8, n / 8)];
+      if constexpr (SharedA) b_pages[swizzled(n, 16 * step + k)] = value;
+      else b_pages[(n / 64) * 64 * 64 + swizzled(16 * step + k, n % 64)] = value;
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    float d[N / 8][4];
+    for (int j = 0; j < N / 8; ++j)
+      for (int r = 0; r < 4; ++r)
+        d[j][r] = float_of(c[(warp * 16 + g + 8 * (r / 2)) * 8 + rotated(2 * t + r % 2, j)]);
+    const uint32_t a_address = static_cast<uint32_t>(__cvta_generic_to_shared(a_page));
+    const uint32_t b_address = static_cast<uint32_t>(__cvta_generic_to_shared(b_pages));
+    hopper::warpgroup_arrive();
+    if constexpr (SharedA) {
+      hopper::wgmma_ss<N>(d, hopper::swizzled_descriptor(a_address + 32 * step, 16, 1024),
+                          hopper::swizzled_descriptor(b_address + 32 * step, 16, 1024));
+    } else {
+      uint32_t ra[4];
+      load_a_fragment(a, warp * 16, lane, ra);
+      hopper::wgmma_rs_b_mn_major<N>(d, ra, hopper::swizzled_descriptor(b_address + step * 16 * 128, 64 * 128, 1024));
+    }
+    hopper::warpgroup_commit();
+    hopper::warpgroup_wait<0>();
+    hopper::fence_accumulators<N>(d);
+    for (int j = 0; j < N / 8; ++j)
+      for (int r = 0; r < 4; ++r)
+        out[((size_t(tile) * (N / 8) + j) * 64 + warp * 16 + g + 8 * (r / 2)) * 8 + rotated(2 * t + r % 2, j)] =
+            bits_of(d[j][r]);
+  }
+}
+
+template <int N, bool SharedA>
+bool probe_wide(const char* name, uint64_t outputs) {
+  constexpr int rows = 64, chunks = N / 8;
+  const uint64_t tiles = outputs / (rows * N);
+  constexpr uint64_t chunk = 16384;
+  variant_result r(name);
+  probe::tally chunk_agreement(std::string(name) + ", chunks vs chunk 0");
+  for (uint64_t first = 0; first < tiles; first += chunk) {
+    const int count = (int)std::min(chunk, tiles - first);
+    Tiles t = generate(kWgmmaBf16F32, count, 0x3A0BE000ull + N * 0x1000 + SharedA * 0x100000 + first / chunk);
+    uint16_t *d_a, *d_b;
+    uint32_t *d_c, *d_out;
+    std::vector<uint32_t> wide((size_t)count * chunks * rows * 8);
+    PROBE_CHECK(cudaMalloc(&d_a, t.a.size() * 2));
+    PROBE_CHECK(cudaMalloc(&d_b, t.b.size() * 2));
+    PROBE_CHECK(cudaMalloc(&d_c, t.c.size() * 4));
+    PROBE_CHECK(cudaMalloc(&d_out, wide.size() * 4));
+    PROBE_CHECK(cudaMemcpy(d_a, t.a.data(), t.a.size() * 2, cudaMemcpyHostToDevice));
+    PROBE_CHECK(cudaMemcpy(d_b, t.b.data(), t.b.size() * 2, cudaMemcpyHostToDevice));
+    PROBE_CHECK(cudaMemcpy(d_c, t.c.data(), t.c.size() * 4, cudaMemcpyHostToDevice));
+    kernel_wgmma_wide<N, SharedA><<<264, 128>>>(d_a, d_b, d_c, d_out, count);
+    PROBE_CHECK(cudaGetLastError());
+    PROBE_CHECK(cudaMemcpy(wide.data(), d_out, wide.size() * 4, cudaMemcpyDeviceToHost));
+    for (auto* p : {(void*)d_a, (void*)d_b, (void*)d_c, (void*)d_out}) cudaFree(p);
+    for (int tile = 0; tile < count; ++tile) {
+      const uint32_t* first_chunk = &wide[(size_t)tile * chunks * rows * 8];
+      std::copy_n(first_chunk, rows * 8, &t.d[(size_t)tile * rows * 8]);
+      for (int j = 1; j < chunks; ++j)
+        for (int i = 0; i < rows * 8; ++i)
+          if (first_chunk[j * rows * 8 + i] != first_chunk[i])
+            chunk_agreement.mismatch("tile " + std::to_string(first + tile) + " chunk " + std::to_string(j) +
+                                     " output " + std::to_string(i) + ": " + hex(first_chunk[j * rows * 8 + i], 8) +
+                                     " vs chunk 0 " + hex(first_chunk[i], 8));
+      chunk_agreement.compared += (chunks - 1) * rows * 8;
+    }
+    probe::parallel_for(count, [&](uint64_t begin, uint64_t end) {
+      for (uint64_t tile = begin; tile < end; ++tile) compare_tile<bx::fp32, bx::bf16>(t, tile, r);
+      r.outputs.compared += (end - begin) * rows * 8;
+    });
+  }
+  const bool ok = r.outputs.report() & chunk_agreement.report();
+  for (int slot = 0; slot < kClassSlots; ++slot)
+    if (r.class_outputs[slot])
+      std::printf("    class %-16s outputs %12llu  mismatches %llu\n", class_name(slot),
+                  (unsigned long long)r.class_outputs[slot].load(), (unsigned long long)r.class_mismatches[slot].load());
+  std::fflush(stdout);
+  return ok;
+}
+
 std::string save_dir;  // --save DIR: write the zero-sign tiles there
 
 bool probe_variant(int variant, const char* name, const char* file_name, uint64_t outputs) {
@@ -319,8 +433,12 @@ int main(int argc, char** argv) {
   ok &= probe_variant(kMmaF16F32, "mma.m16n8k16 f32.f16.f16.f32", "mma_f16_f32.bin", per_variant);
   ok &= probe_variant(kMmaF16F16, "mma.m16n8k16 f16.f16.f16.f16", "mma_f16_f16.bin", per_variant);
   ok &= probe_variant(kWgmmaBf16F32, "wgmma.m64n8k16 f32.bf16.bf16", "wgmma_bf16_f32.bin", per_variant);
+  ok &= probe_wide<64, true>("wgmma.m64n64k16 A, B K-major smem", per_variant);
+  ok &= probe_wide<128, true>("wgmma.m64n128k16 A, B K-major smem", per_variant);
+  ok &= probe_wide<64, false>("wgmma.m64n64k16 A regs, B MN-major smem", per_variant);
+  ok &= probe_wide<128, false>("wgmma.m64n128k16 A regs, B MN-major smem", per_variant);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("probe_mma: %llu outputs in %.1f s: %s\n", (unsigned long long)(4 * per_variant), seconds,
+  std::printf("probe_mma: %llu outputs in %.1f s: %s\n", (unsigned long long)(8 * per_variant), seconds,
               ok ? "all zero mismatches" : "MISMATCHES FOUND");
   return ok ? 0 : 1;
 }

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Forward-pass speed of PyTorch's flash backend, cuDNN's attention and our
-kernels (cuda/attention/flash_forward.cu: standard, stabilized per block and
-across blocks), on the device machine, in one run:
+kernels (standard, stabilized per block and across blocks; in FA2's structure,
+flash_forward.cu, and in Hopper's, flash_forward_wgmma.cu), on the device
+machine, in one run:
 
     python3 cuda/attention/bench_flash_forward.py [REPEATS]
 
 B 4, H 16, N 4096, d 64 and 128, causal and not, bf16. Each entry is the
 median of REPEATS (default 5) timings of 20 calls between CUDA events, after
 warm-up calls; TFLOP/s counts 4 B H N^2 d flops, half of it under the causal
-mask (FlashAttention's convention). PyTorch flash and our three kernels are
+mask (FlashAttention's convention). PyTorch flash and our six kernels are
 timed in turns within each repeat, the order rotated from repeat to repeat;
 cuDNN is timed on its own afterwards: a kernel timed right after cuDNN's
 (about twice the others' power) ran up to 8% slower (docs/performance.md).
@@ -59,8 +60,9 @@ smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format
                      text=True).stdout.strip()
 print(f"GPU {smi}, {torch.cuda.get_device_properties(0).multi_processor_count} SMs; torch {torch.__version__}, "
       f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}; B {B} H {H} N {N}, median of {repeats}\n")
-print("| d | causal | PyTorch flash | cuDNN | ours, standard | ours, stabilized | ours, across blocks | "
-      "standard / flash | stabilized / standard | across / standard |")
+print("| d | causal | PyTorch flash | cuDNN | FA2 structure: standard, stabilized, across | "
+      "wgmma: standard, stabilized, across | FA2 standard / flash | wgmma standard / flash | "
+      "wgmma stabilized / standard | wgmma across / standard |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 gen = torch.Generator(device="cuda").manual_seed(0)
 for d in (64, 128):
@@ -76,12 +78,18 @@ for d in (64, 128):
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                 F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-        def ours(rule):
-            return lambda: bitexact_flash.flash_forward(q, k, v, causal, scale, rule, 2.0, 1e-3)
+        def ours(structure, rule):
+            return lambda: bitexact_flash.run_forward(structure, q, k, v, causal, scale, rule, 2.0, 1e-3)
 
-        times = milliseconds({"flash": flash, "standard": ours(0), "stabilized": ours(1), "across": ours(2)})
+        calls = {"flash": flash}
+        for structure in ("fa2", "wgmma"):
+            for rule, name in enumerate(("standard", "stabilized", "across")):
+                calls[f"{structure} {name}"] = ours(structure, rule)
+        times = milliseconds(calls)
         times.update(milliseconds({"cudnn": cudnn}))
         t = {name: flops / ms / 1e9 for name, ms in times.items()}
-        print(f"| {d} | {'yes' if causal else 'no'} | {t['flash']:.0f} | {t['cudnn']:.0f} | {t['standard']:.0f} | "
-              f"{t['stabilized']:.0f} | {t['across']:.0f} | {t['standard'] / t['flash']:.2f} | "
-              f"{t['stabilized'] / t['standard']:.3f} | {t['across'] / t['standard']:.3f} |", flush=True)
+        row = lambda s: ", ".join(f"{t[f'{s} {n}']:.0f}" for n in ("standard", "stabilized", "across"))  # noqa: E731
+        print(f"| {d} | {'yes' if causal else 'no'} | {t['flash']:.0f} | {t['cudnn']:.0f} | {row('fa2')} | "
+              f"{row('wgmma')} | {t['fa2 standard'] / t['flash']:.2f} | {t['wgmma standard'] / t['flash']:.2f} | "
+              f"{t['wgmma stabilized'] / t['wgmma standard']:.3f} | {t['wgmma across'] / t['wgmma standard']:.3f} |",
+              flush=True)

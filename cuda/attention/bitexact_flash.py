@@ -1,5 +1,6 @@
-"""bitexact's flash-attention forward kernels (cuda/attention/flash_forward.cu)
-from PyTorch, as the custom operator ``torch.ops.bitexact.flash_forward``.
+"""bitexact's flash-attention forward kernels (cuda/attention/flash_forward.cu,
+FA2's structure, and flash_forward_wgmma.cu, Hopper's) from PyTorch, as the
+custom operator ``torch.ops.bitexact.flash_forward``.
 
 Swap it into a model with one line:
 
@@ -23,9 +24,9 @@ L is returned for inspection and is not differentiable.
 
 The shared library is the CMake target bitexact_flash_attention; this module
 loads $BITEXACT_FLASH_LIBRARY, else build*/cuda/libbitexact_flash_attention.so
-of the repository when it is not older than flash_forward.cu, else compiles
-flash_forward.cu with nvcc once into ~/.cache/bitexact (named by the source's
-hash, so an edited kernel is compiled again). Importing it needs PyTorch;
+of the repository when it is not older than its sources, else compiles them
+with nvcc once into ~/.cache/bitexact (named by the sources' hash, so an
+edited kernel is compiled again). Importing it needs PyTorch;
 nothing else in the project does.
 """
 import ctypes
@@ -44,31 +45,40 @@ def _library_path():
     explicit = os.environ.get("BITEXACT_FLASH_LIBRARY")
     if explicit:
         return explicit
-    source = os.path.join(_here, "flash_forward.cu")
-    # A CMake build of this very source (not one older than it), else our own nvcc build of it.
+    sources = [os.path.join(_here, name) for name in ("flash_forward.cu", "flash_forward_wgmma.cu")]
+    headers = [os.path.join(_here, "flash_softmax.cuh"), os.path.join(_here, "..", "hopper.cuh")]
+    # A CMake build of these very sources (not one older than them), else our own nvcc build of them.
     built = sorted(glob.glob(os.path.join(_here, "..", "..", "build*", "cuda", "libbitexact_flash_attention.so")))
-    fresh = [path for path in built if os.path.getmtime(path) >= os.path.getmtime(source)]
+    newest = max(os.path.getmtime(path) for path in sources + headers)
+    fresh = [path for path in built if os.path.getmtime(path) >= newest]
     if fresh:
         return fresh[0]
-    digest = hashlib.sha256(open(source, "rb").read()).hexdigest()[:16]
+    digest = hashlib.sha256(b"".join(open(path, "rb").read() for path in sources + headers)).hexdigest()[:16]
     cache = os.path.join(os.path.expanduser("~"), ".cache", "bitexact")
     path = os.path.join(cache, f"libbitexact_flash_attention_{digest}.so")
     if not os.path.exists(path):
         os.makedirs(cache, exist_ok=True)
         nvcc = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
         subprocess.run([nvcc, "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Xcompiler", "-fPIC",
-                        "-shared", source, "-o", path + ".part"], check=True)
+                        "-shared", *sources, "-o", path + ".part"], check=True)
         os.replace(path + ".part", path)
     return path
 
 
 _lib = ctypes.CDLL(_library_path())
-_lib.bitexact_flash_forward.argtypes = ([ctypes.c_void_p] * 5 + [ctypes.c_int] * 5 + [ctypes.c_float] +
-                                        [ctypes.c_int, ctypes.c_float, ctypes.c_float, ctypes.c_void_p])
-_lib.bitexact_flash_forward.restype = ctypes.c_int
-_lib.bitexact_flash_forward_indicator.argtypes = ([ctypes.c_void_p] * 5 + [ctypes.c_int] * 5 +
-                                                  [ctypes.c_float, ctypes.c_float] + [ctypes.c_void_p] * 3)
-_lib.bitexact_flash_forward_indicator.restype = ctypes.c_int
+# The kernels' structures, by name: each has a forward and an indicator entry
+# point with the same arguments (flash_softmax.cuh, flash::forward). Both give
+# the same bits (cuda/attention/check_flash_forward.py); the custom operator,
+# the swap and the indicator use the faster, wgmma (docs/performance.md).
+STRUCTURES = {"fa2": "bitexact_flash_forward", "wgmma": "bitexact_flash_forward_wgmma"}
+FASTEST = "wgmma"
+for _entry in STRUCTURES.values():
+    getattr(_lib, _entry).argtypes = ([ctypes.c_void_p] * 5 + [ctypes.c_int] * 5 + [ctypes.c_float] +
+                                      [ctypes.c_int, ctypes.c_float, ctypes.c_float, ctypes.c_void_p])
+    getattr(_lib, _entry).restype = ctypes.c_int
+    getattr(_lib, _entry + "_indicator").argtypes = ([ctypes.c_void_p] * 5 + [ctypes.c_int] * 5 +
+                                                     [ctypes.c_float, ctypes.c_float] + [ctypes.c_void_p] * 3)
+    getattr(_lib, _entry + "_indicator").restype = ctypes.c_int
 
 
 def _check(q, k, v):
@@ -85,6 +95,26 @@ def _check(q, k, v):
         raise ValueError(f"bitexact_flash: needs N >= 1 and at most 65535 heads (B * H); got {tuple(q.shape)}")
 
 
+def run_forward(structure, query, key, value, is_causal, scale, stabilize, beta, eps):
+    """O and L of one forward pass on the kernel of this structure ("fa2" or
+    "wgmma", STRUCTURES); the arguments as flash_forward's."""
+    if stabilize not in (0, 1, 2):
+        raise ValueError(f"bitexact_flash: stabilize is 0, 1 or 2, not {stabilize}")
+    _check(query, key, value)
+    q, k, v = (t.contiguous() for t in (query, key, value))
+    B, H, N, d = q.shape
+    o = torch.empty_like(q)
+    lse = torch.empty(B, H, N, device=q.device, dtype=torch.float32)
+    with torch.cuda.device(q.device):
+        stream = torch.cuda.current_stream().cuda_stream
+        rc = getattr(_lib, STRUCTURES[structure])(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                                                  lse.data_ptr(), B * H, N, k.shape[2], d, int(is_causal), scale,
+                                                  int(stabilize), beta, eps, stream)
+    if rc != 0:
+        raise RuntimeError(f"{STRUCTURES[structure]} returned {rc} (1: arguments refused, 2: launch failed)")
+    return o, lse
+
+
 @torch.library.custom_op("bitexact::flash_forward", mutates_args=())
 def flash_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, is_causal: bool, scale: float,
                   stabilize: int, beta: float, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -95,21 +125,7 @@ def flash_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, i
     flash-attention's. stabilize: 0 PyTorch's arithmetic, 1 the paper's
     Algorithm 3 in each K/V block, 2 the same rule across blocks; 1 and 2 need
     scale > 0 and eps finite."""
-    if stabilize not in (0, 1, 2):
-        raise ValueError(f"bitexact_flash: stabilize is 0, 1 or 2, not {stabilize}")
-    _check(query, key, value)
-    q, k, v = (t.contiguous() for t in (query, key, value))
-    B, H, N, d = q.shape
-    o = torch.empty_like(q)
-    lse = torch.empty(B, H, N, device=q.device, dtype=torch.float32)
-    with torch.cuda.device(q.device):
-        stream = torch.cuda.current_stream().cuda_stream
-        rc = _lib.bitexact_flash_forward(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
-                                         B * H, N, k.shape[2], d, int(is_causal), scale, int(stabilize), beta, eps,
-                                         stream)
-    if rc != 0:
-        raise RuntimeError(f"bitexact_flash_forward returned {rc} (1: arguments refused, 2: launch failed)")
-    return o, lse
+    return run_forward(FASTEST, query, key, value, is_causal, scale, stabilize, beta, eps)
 
 
 @flash_forward.register_fake
@@ -169,7 +185,7 @@ def stabilized(beta=2.0, eps=1e-3, across_blocks=False):
     return attention
 
 
-def flash_forward_with_indicator(query, key, value, is_causal=False, scale=None, eps=1e-3):
+def flash_forward_with_indicator(query, key, value, is_causal=False, scale=None, eps=1e-3, structure=FASTEST):
     """The standard kernel's O and L (PyTorch's flash bits, single-split path)
     and, from the same pass, the leading indicator of docs/bias.md per query
     row, as int32 [B, H, N]: p_bar_ones, the keys whose bf16 P-bar is exactly
@@ -185,9 +201,10 @@ def flash_forward_with_indicator(query, key, value, is_causal=False, scale=None,
     p_bar_ones, max_repeated = (torch.empty(B, H, N, device=q.device, dtype=torch.int32) for _ in range(2))
     with torch.cuda.device(q.device):
         stream = torch.cuda.current_stream().cuda_stream
-        rc = _lib.bitexact_flash_forward_indicator(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
-                                                   lse.data_ptr(), B * H, N, k.shape[2], d, int(is_causal), scale,
-                                                   eps, p_bar_ones.data_ptr(), max_repeated.data_ptr(), stream)
+        entry = STRUCTURES[structure] + "_indicator"
+        rc = getattr(_lib, entry)(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), B * H, N,
+                                  k.shape[2], d, int(is_causal), scale, eps, p_bar_ones.data_ptr(),
+                                  max_repeated.data_ptr(), stream)
     if rc != 0:
-        raise RuntimeError(f"bitexact_flash_forward_indicator returned {rc} (1: arguments refused, 2: launch failed)")
+        raise RuntimeError(f"{entry} returned {rc} (1: arguments refused, 2: launch failed)")
     return o, lse, p_bar_ones, max_repeated

@@ -17,34 +17,12 @@
 //
 // cuda/attention/check_flash_forward.py compares it with PyTorch and captures
 // it for the emulator on the device machine.
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-#include <cmath>
-#include <cstdint>
+#include "flash_softmax.cuh"
 
 namespace {
 
-constexpr int block_rows = 128;  // query rows per thread block (kBlockM)
-
-// The softmax's reference max: PyTorch's (none), the paper's Algorithm 3 in
-// each K/V block, or the same rule on the row's largest score so far (a max
-// repeated in two blocks is caught when the second is reached).
-enum class stabilization { none, per_block, across_blocks };
-constexpr int threads = 128;     // four warps, each 2 x 16 rows
-
-struct forward_params {
-  const uint16_t* q;
-  const uint16_t* k;
-  const uint16_t* v;
-  uint16_t* o;
-  float* lse;
-  int query_rows, key_rows;
-  float scale, scale_log2, beta, eps;
-  // The leading indicator (bitexact_flash_forward_indicator), [heads][query_rows]:
-  // keys whose bf16 P-bar is exactly 1, and whether the row's maximum repeats.
-  int32_t* p_bar_ones = nullptr;
-  int32_t* max_repeated = nullptr;
-};
+using namespace flash;
+constexpr int threads = 128;  // four warps, each 2 x 16 rows
 
 // Byte offset of element (row, col) of a [Rows][D] bf16 tile in shared
 // memory, col a multiple of 8: pages of 64 columns (128 bytes a row), the
@@ -120,40 +98,13 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);  // one cvt.rn.bf16x2.f32, lo in the low half
-  return *reinterpret_cast<const uint32_t*>(&pair);
-}
-
-// The smaller of a and b, NaN when either is (fminf would return the other).
-__device__ __forceinline__ float min_nan(float a, float b) {
-  float y;
-  asm("min.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
-  return y;
-}
-
-__device__ __forceinline__ float lg2_approx(float x) {
-  float y;
-  asm("lg2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// One thread's share of its warp's 2 x 16 rows (slab 0: rows 16w.., slab 1:
-// rows 16w + 64..); each thread holds rows g and g + 8 of a slab (half h).
-template <int D>
-struct row_state {
-  float o[2][D / 8][4];    // unnormalised O, mma accumulator layout
-  float max[2][2], sum[2][2];  // [slab][half]; sum: this thread's columns only
-  float top[2][2], second[2][2];  // across_blocks and the indicator: the row's two largest raw scores so far
-  int p_bar_ones[2][2];           // the indicator: this thread's keys with bf16 P-bar exactly 1
-};
-
 // One K/V block: S = Q K^T, the mask, the online softmax, O += P V.
 template <int D, int BN, bool Causal, stabilization Rule, bool Count, bool Masking>
-__device__ __forceinline__ void process_key_block(row_state<D>& rs, const forward_params& p, uint32_t q_tile,
+__device__ __forceinline__ void process_key_block(row_state<D, 2>& rs, const forward_params& p, uint32_t q_tile,
                                                   uint32_t k_tile, uint32_t v_tile, const uint16_t* k_head,
-                                                  const uint16_t* v_head, int m_block, int n_block, bool first) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+                                                  const uint16_t* v_head, const int (&first_row)[2], int n_block,
+                                                  bool first) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   // ldmatrix lanes: x4 of Q gives A (rows 0-7/8-15 x columns 0-7/8-15), of K two
   // key tiles' B, and .trans of V two column tiles' B (PTX's m16n8k16 fragments).
   const tile_lane<block_rows> q_lane(q_tile, warp * 16 + lane % 8 + 8 * (lane / 8 % 2), lane / 16);
@@ -187,155 +138,20 @@ __device__ __forceinline__ void process_key_block(row_state<D>& rs, const forwar
       }
     }
   }
-  if constexpr (Masking) {
-    // Keys at or past a row's limit (N, or under the causal mask the
-    // diagonal, aligned to the bottom right as FA2) are -inf; the limit is
-    // taken relative to this thread's first column of the block.
-#pragma unroll
-    for (int slab = 0; slab < 2; ++slab)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = m_block * block_rows + warp * 16 + slab * 64 + g + 8 * h;
-        const int limit = (Causal ? min(p.key_rows, row + 1 + p.key_rows - p.query_rows) : p.key_rows) -
-                          (n_block * BN + 2 * t);
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-          for (int r = 2 * h; r < 2 * h + 2; ++r)
-            if (8 * j + (r & 1) >= limit) s[slab][j][r] = -INFINITY;
-      }
-  }
+  if constexpr (Masking) mask_scores<BN, 2, Causal>(s, p, first_row, n_block);
   wait_copies_and_sync();  // V(n_block) has landed; nobody reads K(n_block) any more
   if (n_block > 0) copy(k_tile, k_head, (n_block - 1) * BN, p.key_rows);
 
-  constexpr bool Stabilize = Rule != stabilization::none;
-  // The indicator keeps the row's two largest scores as the across-blocks
-  // rule does, without changing the max the softmax uses.
-  constexpr bool Second = Stabilize || Count;
-  // The block's row maxima, the four rows side by side so that their
-  // shuffles overlap. The stabilized variant also keeps each row's second
-  // largest score: the paper's Algorithm 3 replaces a block maximum reached
-  // more than once, i.e. by two or more scores s with
-  // RN(RN(max - s) * scale) <= eps. For scale > 0 and eps finite that test
-  // holds for the scores from some threshold up (RN is monotone; a score of
-  // +inf, or any score when the max is +inf, fails it; NaN never passes), so
-  // two pass exactly when the second largest does. NaN stands for "none":
-  // min.NaN keeps a NaN score out of the second place, fmaxf skips it.
-  float block_max[2][2], second[2][2];
-#pragma unroll
-  for (int slab = 0; slab < 2; ++slab)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      // A pairwise tree, not a chain: its depth, not its length, is what the
-      // warp waits for. The order cannot change the maximum (fmaxf ignores
-      // NaN, and a zero's sign changes no later result).
-      constexpr int n = BN / 4;  // this thread's scores of the row
-      float top[n], next[n];
-#pragma unroll
-      for (int i = 0; i < n; i += 2) {
-        const float x = s[slab][i / 2][2 * h], y = s[slab][i / 2][2 * h + 1];
-        top[i] = fmaxf(x, y);
-        if constexpr (Second) next[i] = min_nan(x, y);
-      }
-#pragma unroll
-      for (int width = 2; width < n; width *= 2)
-#pragma unroll
-        for (int i = 0; i < n; i += 2 * width) {
-          if constexpr (Second) next[i] = fmaxf(fmaxf(next[i], next[i + width]), min_nan(top[i], top[i + width]));
-          top[i] = fmaxf(top[i], top[i + width]);
-        }
-      block_max[slab][h] = top[0];
-      if constexpr (Second) second[slab][h] = next[0];
-    }
-#pragma unroll
-  for (int lanes = 2; lanes >= 1; lanes /= 2)
-#pragma unroll
-    for (int slab = 0; slab < 2; ++slab)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float other = __shfl_xor_sync(0xffffffff, block_max[slab][h], lanes);
-        if constexpr (Second)
-          second[slab][h] = fmaxf(fmaxf(second[slab][h], __shfl_xor_sync(0xffffffff, second[slab][h], lanes)),
-                                  min_nan(block_max[slab][h], other));
-        block_max[slab][h] = fmaxf(block_max[slab][h], other);
-      }
-  if constexpr (Rule == stabilization::across_blocks || Count) {
-    // The row so far: its two largest scores, this block's merged in (the
-    // across-blocks rule then tests them; the indicator only keeps them).
-#pragma unroll
-    for (int slab = 0; slab < 2; ++slab)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float &top = rs.top[slab][h], &next = rs.second[slab][h];
-        next = fmaxf(fmaxf(next, second[slab][h]), min_nan(top, block_max[slab][h]));
-        top = fmaxf(top, block_max[slab][h]);
-        if constexpr (Rule == stabilization::across_blocks) block_max[slab][h] = top, second[slab][h] = next;
-      }
-  }
-  if constexpr (Stabilize) {
-#pragma unroll
-    for (int slab = 0; slab < 2; ++slab)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float& m = block_max[slab][h];
-        const bool repeated = __fmul_rn(__fsub_rn(m, second[slab][h]), p.scale) <= p.eps;
-        if (repeated && m > 0.f) m = __fmul_rn(p.beta, m);
-        else if (repeated && m < 0.f) m = 0.f;
-      }
-  }
-
-#pragma unroll
-  for (int slab = 0; slab < 2; ++slab)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float previous = rs.max[slab][h];
-      const float m = first ? block_max[slab][h] : fmaxf(previous, block_max[slab][h]);
-      rs.max[slab][h] = m;
-      float alpha = 1.f;
-      if (!first) {
-        // FA2's Check_inf guard: in the masking steps of a causal call only.
-        const float current = (Masking && Causal && m == -INFINITY) ? 0.f : m;
-        alpha = exp2f(__fmul_rn(__fsub_rn(previous, current), p.scale_log2));
-        // O * 1 is O (a NaN's payload aside, which the normalisation's
-        // multiplication makes canonical anyway): skip it when the whole warp may.
-        if (__any_sync(0xffffffff, alpha != 1.f))
-#pragma unroll
-          for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-            for (int r = 2 * h; r < 2 * h + 2; ++r) rs.o[slab][j][r] = __fmul_rn(rs.o[slab][j][r], alpha);
-      }
-      const float max_scaled = m == -INFINITY ? 0.f : __fmul_rn(m, p.scale_log2);
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-        for (int r = 2 * h; r < 2 * h + 2; ++r)
-          s[slab][j][r] = exp2f(__fsub_rn(__fmul_rn(s[slab][j][r], p.scale_log2), max_scaled));
-      // This thread's columns 8j + 2t, 8j + 2t + 1, in order; later blocks
-      // fuse the rescale with the first addition (nvcc contracts it in PyTorch's build).
-      float sum = first ? s[slab][0][2 * h] : __fmaf_rn(alpha, rs.sum[slab][h], s[slab][0][2 * h]);
-      sum = __fadd_rn(sum, s[slab][0][2 * h + 1]);
-#pragma unroll
-      for (int j = 1; j < BN / 8; ++j) {
-        sum = __fadd_rn(sum, s[slab][j][2 * h]);
-        sum = __fadd_rn(sum, s[slab][j][2 * h + 1]);
-      }
-      rs.sum[slab][h] = sum;
-    }
+  float alpha[2][2];
+  softmax_block<D, BN, 2, Causal, Rule, Count, Masking>(rs, s, alpha, p, first);
+  rescale_o(rs, alpha);
 
   // O += P V, 16 keys at a time: P's accumulator registers are already the A fragment.
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk) {
     uint32_t pa[2][4];
 #pragma unroll
-    for (int slab = 0; slab < 2; ++slab) {
-      pa[slab][0] = pack_bf16(s[slab][2 * kk][0], s[slab][2 * kk][1]);
-      pa[slab][1] = pack_bf16(s[slab][2 * kk][2], s[slab][2 * kk][3]);
-      pa[slab][2] = pack_bf16(s[slab][2 * kk + 1][0], s[slab][2 * kk + 1][1]);
-      pa[slab][3] = pack_bf16(s[slab][2 * kk + 1][2], s[slab][2 * kk + 1][3]);
-      if constexpr (Count)  // words 0 and 2 hold row g's P-bar, 1 and 3 row g + 8's; vcmpeq2 sets 16 bits a match
-#pragma unroll
-        for (int w = 0; w < 4; ++w) rs.p_bar_ones[slab][w % 2] += __popc(__vcmpeq2(pa[slab][w], 0x3F803F80u)) / 16;
-    }
+    for (int slab = 0; slab < 2; ++slab) p_fragment<D, BN, 2, Count>(pa[slab], rs, s, slab, kk);
 #pragma unroll
     for (int jj = 0; jj < D / 16; ++jj) {
       uint32_t vb[4];  // B fragments of output column tiles 2jj and 2jj + 1
@@ -357,153 +173,58 @@ __global__ void __launch_bounds__(threads, 2) flash_forward_kernel(const forward
   // Under the causal mask the last row blocks have the most keys: they start
   // first, so that the short ones fill the end (no bit depends on the order).
   const int m_block = Causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x, head = blockIdx.y;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / 32;
   const int nq = p.query_rows, nk = p.key_rows;
   const uint16_t* k_head = p.k + size_t(head) * nk * D;
   const uint16_t* v_head = p.v + size_t(head) * nk * D;
+  // Warp w owns rows 16w.. (slab 0) and 16w + 64.. (slab 1) of the row block.
+  const int first_row[2] = {m_block * block_rows + warp * 16, m_block * block_rows + warp * 16 + 64};
+  const key_block_range blocks = key_block_range::of<BN, Causal>(m_block, nq, nk);
 
-  int n_block_max = (nk + BN - 1) / BN;
-  if (Causal) n_block_max = min(n_block_max, ((m_block + 1) * block_rows + nk - nq + BN - 1) / BN);
-  // FA2's masking steps: the last block (keys past N), and under a causal mask
-  // every block the diagonal can cross.
-  const bool even = nk % BN == 0 && nq % block_rows == 0;
-  const int masking_steps = !Causal ? 1 : (block_rows + BN - 1) / BN + (even ? 0 : 1);
-
-  row_state<D> rs;
-#pragma unroll
-  for (int slab = 0; slab < 2; ++slab) {
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) rs.o[slab][j][r] = 0.f;
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      rs.max[slab][h] = rs.top[slab][h] = rs.second[slab][h] = -INFINITY, rs.sum[slab][h] = 0.f, rs.p_bar_ones[slab][h] = 0;
-  }
-  if (n_block_max > 0) {  // else every row is masked: O = 0, L = +inf, as FA2
+  row_state<D, 2> rs;
+  rs.clear();
+  if (blocks.count > 0) {  // else every row is masked: O = 0, L = +inf, as FA2
     tile_copy<block_rows, D>()(q_tile, p.q + size_t(head) * nq * D, m_block * block_rows, nq);
-    tile_copy<BN, D>()(k_tile, k_head, (n_block_max - 1) * BN, nk);
+    tile_copy<BN, D>()(k_tile, k_head, (blocks.count - 1) * BN, nk);
   }
-  int n_block = n_block_max - 1;
-  for (int step = 0; step < masking_steps && n_block >= 0; ++step, --n_block)
-    process_key_block<D, BN, Causal, Rule, Count, true>(rs, p, q_tile, k_tile, v_tile, k_head, v_head, m_block, n_block,
-                                                 step == 0);
+  int n_block = blocks.count - 1;
+  for (int step = 0; step < blocks.masking_steps && n_block >= 0; ++step, --n_block)
+    process_key_block<D, BN, Causal, Rule, Count, true>(rs, p, q_tile, k_tile, v_tile, k_head, v_head, first_row,
+                                                        n_block, step == 0);
   for (; n_block >= 0; --n_block)
-    process_key_block<D, BN, Causal, Rule, Count, false>(rs, p, q_tile, k_tile, v_tile, k_head, v_head, m_block, n_block,
-                                                  false);
-
-#pragma unroll
-  for (int slab = 0; slab < 2; ++slab)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float sum = rs.sum[slab][h];
-      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffff, sum, 2));
-      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffff, sum, 1));
-      const bool degenerate = sum == 0.f || sum != sum;
-      const float inverse = degenerate ? 1.f : __frcp_rn(sum);
-      const int row = m_block * block_rows + warp * 16 + slab * 64 + g + 8 * h;
-      int ones = 0;
-      if constexpr (Count) {
-        ones = rs.p_bar_ones[slab][h];
-        ones += __shfl_xor_sync(0xffffffff, ones, 2);
-        ones += __shfl_xor_sync(0xffffffff, ones, 1);
-      }
-      if (row >= nq) continue;
-      if (Count && t == 0) {
-        // The paper's tie test on the row's two largest scores (as the across-blocks rule's).
-        p.p_bar_ones[size_t(head) * nq + row] = ones;
-        p.max_repeated[size_t(head) * nq + row] =
-            __fmul_rn(__fsub_rn(rs.top[slab][h], rs.second[slab][h]), p.scale) <= p.eps;
-      }
-      if (t == 0)
-        p.lse[size_t(head) * nq + row] =
-            degenerate ? INFINITY : __fmaf_rn(rs.max[slab][h], p.scale, __fmul_rn(lg2_approx(sum), 0.693147182f));
-      uint16_t* o_row = p.o + (size_t(head) * nq + row) * D;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j)
-        *reinterpret_cast<uint32_t*>(o_row + 8 * j + 2 * t) =
-            pack_bf16(__fmul_rn(rs.o[slab][j][2 * h], inverse), __fmul_rn(rs.o[slab][j][2 * h + 1], inverse));
-    }
+    process_key_block<D, BN, Causal, Rule, Count, false>(rs, p, q_tile, k_tile, v_tile, k_head, v_head, first_row,
+                                                         n_block, false);
+  write_rows<D, 2, Count>(rs, p, head, first_row);
 }
 
-template <int D, int BN, bool Causal, stabilization Rule, bool Count = false>
-int launch(const forward_params& p, int heads, cudaStream_t stream) {
-  constexpr int shared_bytes = (block_rows + 2 * BN) * D * 2;  // Q, K and V tiles: 64 KiB (d = 128), 48 KiB (d = 64)
-  const auto kernel = flash_forward_kernel<D, BN, Causal, Rule, Count>;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes) != cudaSuccess) return 2;
-  kernel<<<dim3((p.query_rows + block_rows - 1) / block_rows, heads), threads, shared_bytes, stream>>>(p);
-  return cudaGetLastError() == cudaSuccess ? 0 : 2;
-}
-
-template <int D, int BN, bool Causal>
-int launch(const forward_params& p, int heads, stabilization rule, cudaStream_t stream) {
-  if (p.p_bar_ones) return launch<D, BN, Causal, stabilization::none, true>(p, heads, stream);  // the indicator
-  switch (rule) {
-    case stabilization::none: return launch<D, BN, Causal, stabilization::none>(p, heads, stream);
-    case stabilization::per_block: return launch<D, BN, Causal, stabilization::per_block>(p, heads, stream);
-    case stabilization::across_blocks: return launch<D, BN, Causal, stabilization::across_blocks>(p, heads, stream);
+// The FA2-structure kernel of one head dim, mask and rule (flash::entry_points dispatches to it).
+template <int D, bool Causal, stabilization Rule, bool Count>
+struct fa2_structure {
+  static int launch(const forward_params& p, int heads, cudaStream_t stream) {
+    constexpr int BN = key_block<D>;
+    constexpr int shared_bytes = (block_rows + 2 * BN) * D * 2;  // Q, K and V tiles: 64 KiB (d = 128), 48 KiB (d = 64)
+    const auto kernel = flash_forward_kernel<D, BN, Causal, Rule, Count>;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes) != cudaSuccess)
+      return 2;
+    kernel<<<dim3((p.query_rows + block_rows - 1) / block_rows, heads), threads, shared_bytes, stream>>>(p);
+    return cudaGetLastError() == cudaSuccess ? 0 : 2;
   }
-  return 1;
-}
-
-template <int D, int BN>
-int launch(const forward_params& p, int heads, bool causal, stabilization rule, cudaStream_t stream) {
-  return causal ? launch<D, BN, true>(p, heads, rule, stream) : launch<D, BN, false>(p, heads, rule, stream);
-}
+};
 
 }  // namespace
 
-// The host API, over device pointers: q [heads][query_rows][head_dim], k and
-// v [heads][key_rows][head_dim] (bf16 bit patterns, contiguous), o like q,
-// lse [heads][query_rows] (fp32, natural-log units). scale: the softmax scale
-// as the kernel takes it (PyTorch: float(1/sqrt(d))). stabilize: 0 PyTorch's
-// arithmetic (pytorch_sdpa_flash_sm90), 1 the paper's Algorithm 3 in each K/V
-// block with beta and eps (pytorch_sdpa_flash_sm90_stabilized), 2 the same
-// rule across blocks (pytorch_sdpa_flash_sm90_stabilized_across_blocks).
-// Returns 0, 1 for arguments it does not take (head_dim other than 64 or 128,
-// a count below 1, more than 65535 heads, a null pointer, stabilize other
-// than 0, 1, 2, or 1 and 2 with a scale that is not positive and finite or an
-// eps that is not finite), 2 when the launch failed.
+// The host API (its contract: flash_softmax.cuh, flash::forward).
 extern "C" int bitexact_flash_forward(const void* q, const void* k, const void* v, void* o, float* lse, int heads,
                                       int query_rows, int key_rows, int head_dim, int causal, float scale,
                                       int stabilize, float beta, float eps, cudaStream_t stream) {
-  // heads go in the grid's y (at most 65535).
-  if (!q || !k || !v || !o || !lse || heads < 1 || heads > 65535 || query_rows < 1 || key_rows < 1 ||
-      (head_dim != 64 && head_dim != 128))
-    return 1;
-  // The stabilized tie test looks at each row's second largest score only:
-  // exact for a positive finite scale and a finite eps (see the kernel).
-  if (stabilize < 0 || stabilize > 2 || (stabilize && !(scale > 0.f && std::isfinite(scale) && std::isfinite(eps))))
-    return 1;
-  // As PyTorch's set_params_fprop: float(double(scale) * log2(e)).
-  const float scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.44269504088896340736);
-  const forward_params p{static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(k),
-                         static_cast<const uint16_t*>(v), static_cast<uint16_t*>(o), lse, query_rows, key_rows,
-                         scale, scale_log2, beta, eps};
-  const auto rule = static_cast<stabilization>(stabilize);
-  return head_dim == 64 ? launch<64, 128>(p, heads, causal != 0, rule, stream)
-                        : launch<128, 64>(p, heads, causal != 0, rule, stream);
+  return flash::forward<fa2_structure>(q, k, v, o, lse, heads, query_rows, key_rows, head_dim, causal, scale,
+                                       stabilize, beta, eps, stream);
 }
 
-// The standard kernel (stabilize 0: PyTorch's bits in o and lse) that also
-// writes the leading indicator of docs/bias.md per row, [heads][query_rows]:
-// p_bar_ones, the keys whose bf16 P-bar is exactly 1 as P V takes them (the
-// count attention/repeated_max.hpp gives for the single-split kernel), and
-// max_repeated, 1 when the row's two largest scores pass the paper's tie test
-// RN(RN(max - s) * scale) <= eps. Returns as bitexact_flash_forward, and 1 for
-// a null count pointer or a scale or eps that the tie test cannot take.
 extern "C" int bitexact_flash_forward_indicator(const void* q, const void* k, const void* v, void* o, float* lse,
                                                 int heads, int query_rows, int key_rows, int head_dim, int causal,
                                                 float scale, float eps, int32_t* p_bar_ones, int32_t* max_repeated,
                                                 cudaStream_t stream) {
-  if (!p_bar_ones || !max_repeated || !q || !k || !v || !o || !lse || heads < 1 || heads > 65535 ||
-      query_rows < 1 || key_rows < 1 || (head_dim != 64 && head_dim != 128) ||
-      !(scale > 0.f && std::isfinite(scale) && std::isfinite(eps)))
-    return 1;
-  const float scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.44269504088896340736);
-  const forward_params p{static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(k),
-                         static_cast<const uint16_t*>(v), static_cast<uint16_t*>(o), lse, query_rows, key_rows,
-                         scale, scale_log2, 2.f, eps, p_bar_ones, max_repeated};
-  return head_dim == 64 ? launch<64, 128>(p, heads, causal != 0, stabilization::none, stream)
-                        : launch<128, 64>(p, heads, causal != 0, stabilization::none, stream);
+  return flash::forward_indicator<fa2_structure>(q, k, v, o, lse, heads, query_rows, key_rows, head_dim, causal,
+                                                 scale, eps, p_bar_ones, max_repeated, stream);
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A few small calls of our three kernels and the indicator variant, for compute-sanitizer on the device
+"""A few small calls of our three kernels and the indicator variant, in both
+structures (FA2's and wgmma's), for compute-sanitizer on the device
 machine (odd lengths, N = 1, query and key lengths that differ, rows wholly
 masked, NaN and infinite inputs, both head dims, causal and not):
 
@@ -26,10 +27,11 @@ for d in (64, 128):
             k[0, 1, nk - 1, 1] = float("inf")
             v[0, 1, 0, 2] = float("-inf")
             q, k, v = (x.to("cuda", torch.bfloat16) for x in (q, k, v))
-            for stabilize in (0, 1, 2):
-                o, lse = bitexact_flash.flash_forward(q, k, v, causal, d ** -0.5, stabilize, 2.0, 1e-3)
+            for structure in bitexact_flash.STRUCTURES:
+                for stabilize in (0, 1, 2):
+                    bitexact_flash.run_forward(structure, q, k, v, causal, d ** -0.5, stabilize, 2.0, 1e-3)
+                    calls += 1
+                bitexact_flash.flash_forward_with_indicator(q, k, v, causal, d ** -0.5, 1e-3, structure)
                 calls += 1
-            bitexact_flash.flash_forward_with_indicator(q, k, v, causal, d ** -0.5, 1e-3)
-            calls += 1
 torch.cuda.synchronize()
 print(f"{calls} calls done")

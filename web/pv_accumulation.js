@@ -103,7 +103,7 @@ class PvAccumulationView {
     const svg = document.getElementById("pv-plot");
     svg.textContent = "";
     this.scales = {};  // per panel's first curve: its x and y, to mark the event selected
-    const panelWidth = 560, panelHeight = 300, margin = {left: 86, right: 16, top: 40, bottom: 46};
+    const panelWidth = 560, panelHeight = 300, margin = {left: 96, right: 16, top: 40, bottom: 46};
     svg.setAttribute("viewBox", `0 0 ${2 * panelWidth} ${panelHeight}`);
     [["paper_reference: the paper's PyTorch code", 0], ["pytorch_sdpa_flash_sm90: the H100 kernel", 2]].forEach(
         ([title, first], panel) => {
@@ -121,6 +121,11 @@ class PvAccumulationView {
           this.scales[first] = this.scales[first + 1] = {x, y};
           this.svgText(svg, (x0 + x1) / 2, 18, title, "plot-title");
           this.svgText(svg, (x0 + x1) / 2, panelHeight - 8, "keys added, in the order this arithmetic adds them", "axis-label");
+          // The y axis: Ō's error as the events' error column has it, in Ō's (and V's) units.
+          [["error of the running Ō", 18], ["(value − exact, units of V)", 34]].forEach(([label, dx]) => {
+            const yLabel = panel * panelWidth + dx, yMiddle = (y0 + y1) / 2;
+            this.svgText(svg, yLabel, yMiddle, label, "axis-label y").setAttribute("transform", `rotate(-90 ${yLabel} ${yMiddle})`);
+          });
           for (const tick of niceTicks(low, high, 5)) {
             this.svgLine(svg, x0, y(tick), x1, y(tick), "grid");
             this.svgText(svg, x0 - 6, y(tick) + 4, formatTick(tick), "tick-label y");
@@ -179,6 +184,7 @@ class PvAccumulationView {
     element.setAttribute("class", className);
     element.textContent = text;
     svg.appendChild(element);
+    return element;
   }
 
   selectNearest(curveIndex, keys) {

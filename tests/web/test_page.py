@@ -19,9 +19,11 @@ mismatch (the first few are shown), 77 when Chromium, chromedriver or
 selenium is missing (ctest reports the test skipped, with the reason).
 
 --corrupt-guard-bit serves the page with a script that flips the first guard
-bit of every trace it draws, and inverts the verdict: it exits 0 only if the
-comparison caught the wrong bit, which shows the comparison can fail.
---screenshots DIR saves a PNG of each view instead of testing.
+bit of every trace it draws, one cell of the 2-bit table and one value of the
+P̄V events, and inverts the verdict: it exits 0 only if the comparison caught
+each of the three (a trace, a table cell, an event), which shows the
+comparison can fail.
+--screenshots DIR saves a PNG of each view, whole, instead of testing.
 """
 import argparse
 import concurrent.futures
@@ -45,7 +47,9 @@ FORMATS = {  # name: (exponent bits, fraction bits)
 MODES = ["nearest_even", "nearest_away", "toward_zero", "upward", "downward", "to_odd"]
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
-# Flips the first guard bit a trace shows: a page that draws one wrong bit.
+# Flips the first guard bit a trace shows, the last character of the first
+# table row's bf16 cell and of the first P̄V event's V: a page that draws one
+# wrong bit, one wrong cell, one wrong value.
 CORRUPTING_SCRIPT = """
 const drawTraceCorrectly = renderTrace;
 renderTrace = function (target, trace) {
@@ -53,7 +57,26 @@ renderTrace = function (target, trace) {
   const guard = target.querySelector(".bit-guard");
   if (guard) guard.textContent = (guard.textContent[0] === "1" ? "0" : "1") + guard.textContent.slice(1);
 };
+const corruptLastCharacter = (cell) => {
+  if (cell) cell.textContent = cell.textContent.slice(0, -1) + (cell.textContent.endsWith("0") ? "1" : "0");
+};
+const updateTableCorrectly = TwoBitTableView.prototype.update;
+TwoBitTableView.prototype.update = function () {
+  updateTableCorrectly.call(this);
+  corruptLastCharacter(this.body.querySelector("tr td:nth-child(8)"));
+};
+const showEventsCorrectly = PvAccumulationView.prototype.showEvents;
+PvAccumulationView.prototype.showEvents = function () {
+  showEventsCorrectly.call(this);
+  corruptLastCharacter([...document.querySelectorAll("#pv-events tbody td:nth-child(8)")].find((td) => td.textContent));
+};
 """
+# What the wrong-bit test must catch, one of each: which mismatches are of which kind.
+CORRUPTED_KINDS = {
+    "a trace's guard bit": lambda view, what: view == "addition",
+    "a table cell": lambda view, what: view == "table" and not what.endswith(("the fp32 addition", "the store to bf16")),
+    "a P̄V event": lambda view, what: view == "pv" and ": the events (--csv)" in what,
+}
 
 
 def skip_unless_browser():
@@ -424,21 +447,37 @@ def check_accumulation(page, command, tally, rows):
 
 # --- screenshots ---------------------------------------------------------------
 
-def take_screenshots(url, folder):
+def take_screenshots(url, folder, width=1280):
+    """Each view whole: the viewport is sized to the document (its scrollWidth and scrollHeight) before the shot, and
+    a shot fails if some text would still be cut at the right of its frame."""
     os.makedirs(folder, exist_ok=True)
-    shots = [("addition", 1280, 1440), ("table", 1280, 1900), ("pv", 1280, 1400)]
-    for view, width, height in shots:
-        page = Page(url, width, height)
+    for view in ("addition", "table", "pv"):
+        page = Page(url, width, 1000)
         try:
             page.click_tab(view)
             if view == "pv":
                 page.wait_for("return document.getElementById('pv-view').dataset.state === 'done'", 60, "the P̄V view")
                 # The trace of the kernel's largest jump, as a reader would click it.
                 page.script("window.bitexactPage.accumulation.selectNearest(2, 880)")
-                page.script("window.scrollTo(0, 0)")
+                # The command's report folded (its summary line shows): the text of a terminal, and 2,000 px more.
+                page.script("document.querySelector('#pv-view details').open = false")
+            size = None
+            for _ in range(5):  # a new viewport may move the layout: until the document fits it
+                measured = page.script("const d = document.documentElement; return [Math.max(d.scrollWidth, arguments[0]), "
+                                       "d.scrollHeight]", width)
+                if measured == size:
+                    break
+                size = measured
+                page.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+                    "width": size[0], "height": size[1], "deviceScaleFactor": 1, "mobile": False})
+            page.script("window.scrollTo(0, 0)")
+            cut = page.script("""return [...document.querySelectorAll('pre, .events')].filter(
+                (e) => e.offsetParent && e.scrollWidth > e.clientWidth).map((e) => e.id || e.className)""")
+            if cut:
+                raise RuntimeError("%s view: text cut at the right in %s" % (view, ", ".join(cut)))
             path = os.path.join(folder, view + ".png")
             page.driver.save_screenshot(path)
-            print("wrote", path)
+            print("wrote %s (%d x %d)" % (path, size[0], size[1]))
         finally:
             page.close()
 
@@ -468,6 +507,8 @@ def main():
                   (timings["module_ready_ms"], timings["first_trace_ms"]))
             if args.corrupt_guard_bit:
                 check_additions(page, command, tally, addition_cases(20, args.seed))
+                check_table(page, command, tally, [(12, "nearest_even")])
+                check_accumulation(page, command, tally, [{"--keys": "256", "--ties": "3", "--seed": "7", "--col": "5"}])
             else:
                 check_additions(page, command, tally, addition_cases(args.additions, args.seed))
                 print("addition view: %.1f s" % (time.time() - started))
@@ -485,11 +526,15 @@ def main():
         tally.report()
         print("%d runs of bitexact, %.1f s" % (command.runs, time.time() - started))
         if args.corrupt_guard_bit:
-            if tally.mismatches:
-                print("\nas it should: the page drawing a wrong guard bit was caught (%d of %d cases)" %
-                      (len(tally.mismatches), sum(tally.cases.values())))
+            caught = {kind: sum(1 for view, what, _, _ in tally.mismatches if belongs(view, what))
+                      for kind, belongs in CORRUPTED_KINDS.items()}
+            print("\nmismatches: " + ", ".join("%d for %s" % (count, kind) for kind, count in caught.items()))
+            missed = [kind for kind, count in caught.items() if not count]
+            if not missed:
+                print("as it should: the page drawing a wrong guard bit, table cell and P̄V value was caught "
+                      "(%d mismatches in %d comparisons)" % (len(tally.mismatches), sum(tally.cases.values())))
                 return 0
-            print("\nFAILED: the page drew a wrong guard bit and no comparison noticed")
+            print("FAILED: the page drew a wrong value and no comparison noticed: " + ", ".join(missed))
             return 1
         empty = [view for view in ("addition", "table", "pv") if not tally.cases.get(view)]
         if empty:

@@ -7,9 +7,11 @@
 // - A producer warpgroup copies Q once and K and V blocks through a ring of
 //   shared-memory stages with the tensor copy engine (TMA), each copy
 //   completing on an mbarrier; consumers hand a stage back through another.
-// - Two consumer warpgroups own 64 query rows each of FA2's 128-row block and
+// - Three consumer warpgroups own 64 query rows each of a 192-row block and
 //   compute S = Q K^T with wgmma from shared memory (both operands K-major)
-//   and O += P V with P from registers and V from shared memory (MN-major).
+//   and O += P V with P from registers and V from shared memory (MN-major),
+//   taking turns at the tensor cores (ping-pong) and overlapping each
+//   block's softmax with the previous block's P V (FlashAttention-3).
 //
 // Why the bits are FA2's: every S element is one chain of k16 tensor-core
 // steps over d from zero, in FA2's order, and every O element one chain
@@ -18,8 +20,9 @@
 // source used here), and its accumulator layout gives each thread the very
 // rows and columns FA2's gives it, so the thread-local row sums add in FA2's
 // order. The K/V blocks are FA2's (kBlockN 128 at d 64, 64 at d 128, from the
-// last to the first), and so are the 128-row blocks that set the causal
-// visits. Checked on the device machine by cuda/attention/check_flash_forward.py.
+// last to the first), and each consumer visits those of FA2's 128-row block
+// that holds its rows, with FA2's masking steps. Checked on the device machine
+// by cuda/attention/check_flash_forward.py.
 #include "../hopper.cuh"
 #include "flash_softmax.cuh"
 
@@ -32,21 +35,27 @@ using namespace flash;
 constexpr int warpgroup_threads = 128;
 constexpr int stages = 2;  // K/V blocks in flight (3 and 4 measured no faster)
 
-// Consumer warpgroups a thread block, 64 query rows each. Causal calls keep
-// FA2's 128-row blocks: the row block sets which K/V blocks are visited and
-// which are masking steps, and so the bits of rows whose visited keys are
-// all masked. Without the mask every row visits every block and only the
-// first is a masking step, so any row block gives FA2's bits, and three
-// consumers (FlashAttention-3's choice at d 64) have more warps to hide the
-// softmax's latency (measured: d 64 1.29x -> 1.46x PyTorch flash, d 128 1.56x -> 1.63x).
-constexpr int consumers_for(bool Causal) { return Causal ? 2 : 3; }
+// Three consumer warpgroups of 64 query rows each: more warps to hide the
+// softmax's latency than FA2's 128-row blocks would give (measured against
+// two: d 64 1.29x -> 1.48x PyTorch flash without the mask, 1.28x -> 1.40x
+// with it; d 128 1.56x -> 1.70x, and the same with the mask).
+constexpr int consumers = 3;
+constexpr int block_rows_wgmma = 64 * consumers;
+
+// But a row's bits depend on which K/V blocks its FA2 row block (128 rows)
+// visits and which of them are masking steps: a row whose visited keys are
+// all masked keeps FA2's O and L only so. Each consumer keeps the visits of
+// the FA2 row block its rows lie in; the thread block visits those of its
+// last consumer's, the most, and a consumer whose own row block visits fewer
+// skips the first (the highest) ones.
+__device__ __forceinline__ int fa2_row_block(int row) { return row / block_rows; }
 
 // Shared memory, from a 1024-byte aligned base: Q's pages, the K stages, the
 // V stages (pages of 64 columns, 128 bytes a row, as hopper.cuh lays them
 // out), then the mbarriers.
-template <int D, int Consumers>
+template <int D>
 struct smem_layout {
-  static constexpr int BN = key_block<D>, pages = D / 64, rows = 64 * Consumers;
+  static constexpr int BN = key_block<D>, pages = D / 64, rows = block_rows_wgmma;
   static constexpr uint32_t q_page = rows * 128, kv_page = BN * 128;  // bytes of one 64-column page
   static constexpr uint32_t q_bytes = pages * q_page, kv_bytes = pages * kv_page;
   static constexpr uint32_t q = 0, k = q_bytes, v = k + stages * kv_bytes, barriers = v + stages * kv_bytes;
@@ -64,12 +73,12 @@ struct stage_barriers {
 
 // Where the i-th K/V block a row block visits lives: its stage's tiles and
 // barriers, and the parity of the stage's current round.
-template <int D, int Consumers>
+template <int D>
 struct pipeline_slot {
   uint32_t k_tile, v_tile, parity;
   stage_barriers barrier;
   __device__ __forceinline__ pipeline_slot(uint32_t base, int i) {
-    using L = smem_layout<D, Consumers>;
+    using L = smem_layout<D>;
     const int stage = i % stages;
     k_tile = base + L::k + stage * L::kv_bytes, v_tile = base + L::v + stage * L::kv_bytes;
     parity = (i / stages) & 1;
@@ -80,10 +89,10 @@ struct pipeline_slot {
 
 // S = Q K^T of one K/V block for the warpgroup's 64 rows, issued once K has
 // landed: a chain of k16 steps over d from zero (page c / 4, 32 bytes a step within it).
-template <int D, int Consumers>
+template <int D>
 __device__ __forceinline__ void issue_scores(float (&s)[1][key_block<D> / 8][4], uint32_t q_rows,
-                                             const pipeline_slot<D, Consumers>& slot) {
-  using L = smem_layout<D, Consumers>;
+                                             const pipeline_slot<D>& slot) {
+  using L = smem_layout<D>;
 #pragma unroll
   for (int j = 0; j < L::BN / 8; ++j)
 #pragma unroll
@@ -101,10 +110,10 @@ __device__ __forceinline__ void issue_scores(float (&s)[1][key_block<D> / 8][4],
 
 // O += P V of one K/V block, issued once V has landed: keys 16kk.., 16
 // rows of 128 bytes a step.
-template <int D, int Consumers>
+template <int D>
 __device__ __forceinline__ void issue_pv(row_state<D, 1>& rs, const uint32_t (&pa)[key_block<D> / 16][4],
-                                         const pipeline_slot<D, Consumers>& slot) {
-  using L = smem_layout<D, Consumers>;
+                                         const pipeline_slot<D>& slot) {
+  using L = smem_layout<D>;
   hopper::barrier_wait(slot.barrier.v_full, slot.parity);
   hopper::warpgroup_arrive();
 #pragma unroll
@@ -142,13 +151,12 @@ __device__ __forceinline__ void softmax_step(row_state<D, 1>& rs, float (&s)[1][
 // barrier 1 + c is consumer c's turn; the last consumer hands consumer 0 the
 // first turn, and keeps back its last pass so that every barrier's arrivals
 // pair up.
-template <int Consumers>
 struct turns {
   int consumer;
-  __device__ __forceinline__ bool last() const { return consumer == Consumers - 1; }
+  __device__ __forceinline__ bool last() const { return consumer == consumers - 1; }
   __device__ __forceinline__ void wait() const { hopper::named_barrier_sync(1 + consumer, 2 * warpgroup_threads); }
   __device__ __forceinline__ void pass() const {
-    hopper::named_barrier_arrive(1 + (consumer + 1) % Consumers, 2 * warpgroup_threads);
+    hopper::named_barrier_arrive(1 + (consumer + 1) % consumers, 2 * warpgroup_threads);
   }
 };
 
@@ -158,10 +166,10 @@ struct turns {
 // and O is rescaled by block i's alpha once P V(i - 1) has landed. So O
 // still sees FA2's operations in FA2's order:
 // ... O += P(i-1) V(i-1); O *= alpha(i); O += P(i) V(i) ...
-template <int D, int Consumers, bool Causal, stabilization Rule, bool Count>
+template <int D, bool Causal, stabilization Rule, bool Count>
 __device__ __forceinline__ void consume_row_block(row_state<D, 1>& rs, const forward_params& p, uint32_t base,
-                                                  uint32_t q_rows, const key_block_range& blocks,
-                                                  const int (&first_row)[1], const turns<Consumers>& turn) {
+                                                  uint32_t q_rows, const key_block_range& blocks, int visits,
+                                                  const int (&first_row)[1], const turns& turn) {
   constexpr int BN = key_block<D>;
   float s[1][BN / 8][4];
   uint32_t pa[BN / 16][4];
@@ -170,8 +178,24 @@ __device__ __forceinline__ void consume_row_block(row_state<D, 1>& rs, const for
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) p_fragment<D, BN, 1, Count>(pa[kk], rs, s, 0, kk);
   };
+  // Every consumer takes visits + 1 turns: one for each block's S (with the
+  // P V before it) and one for the last P V; a block its own FA2 row block
+  // does not visit is handed back at once, its turn issuing nothing.
   if (turn.last()) turn.pass();
-  pipeline_slot<D, Consumers> previous(base, 0);
+  const int skipped = visits - blocks.count;
+  for (int i = 0; i < skipped; ++i) {
+    const pipeline_slot<D> slot(base, i);
+    turn.wait();
+    turn.pass();
+    release(slot.barrier.k_empty);
+    release(slot.barrier.v_empty);
+  }
+  if (blocks.count == 0) {  // every row masked: O = 0, L = +inf, as FA2
+    turn.wait();
+    if (!turn.last()) turn.pass();
+    return;
+  }
+  pipeline_slot<D> previous(base, skipped);
   turn.wait();
   issue_scores<D>(s, q_rows, previous);
   turn.pass();
@@ -181,7 +205,7 @@ __device__ __forceinline__ void consume_row_block(row_state<D, 1>& rs, const for
   softmax_step<D, Causal, Rule, Count>(rs, s, alpha, p, first_row, blocks.count - 1, blocks.masking_steps > 0, true);
   pack_p();
   for (int i = 1; i < blocks.count; ++i) {
-    const pipeline_slot<D, Consumers> slot(base, i);
+    const pipeline_slot<D> slot(base, skipped + i);
     turn.wait();
     issue_scores<D>(s, q_rows, slot);
     issue_pv<D>(rs, pa, previous);
@@ -206,11 +230,10 @@ __device__ __forceinline__ void consume_row_block(row_state<D, 1>& rs, const for
   release(previous.barrier.v_empty);
 }
 
-template <int D, int Consumers, bool Causal, stabilization Rule, bool Count>
-__global__ void __launch_bounds__(warpgroup_threads * (1 + Consumers), 1)
+template <int D, bool Causal, stabilization Rule, bool Count>
+__global__ void __launch_bounds__(warpgroup_threads * (1 + consumers), 1)
     flash_forward_wgmma_kernel(const __grid_constant__ forward_params p, const __grid_constant__ tensor_maps maps) {
-  using L = smem_layout<D, Consumers>;
-  static_assert(!Causal || L::rows == block_rows, "a causal call keeps FA2's row blocks");
+  using L = smem_layout<D>;
   constexpr int BN = L::BN;
   extern __shared__ uint8_t shared_raw[];
   const uint32_t base = (static_cast<uint32_t>(__cvta_generic_to_shared(shared_raw)) + 1023) & ~1023u;
@@ -218,17 +241,21 @@ __global__ void __launch_bounds__(warpgroup_threads * (1 + Consumers), 1)
   // Under the causal mask the last row blocks have the most keys: they start
   // first, so that the short ones fill the end (no bit depends on the order).
   const int m_block = Causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x, head = blockIdx.y;
-  const int warpgroup = threadIdx.x / warpgroup_threads;
-  // m_block counts FA2's row blocks whenever it matters (causal calls).
-  const key_block_range blocks = key_block_range::of<BN, Causal>(m_block, p.query_rows, p.key_rows);
+  // Broadcast from lane 0, so that the compiler knows it is the same in the
+  // whole warp and keeps what derives from it (each consumer's K/V blocks, the
+  // loop's control) on the uniform datapath.
+  const int warpgroup = __shfl_sync(0xffffffff, threadIdx.x / warpgroup_threads, 0);
+  // The thread block visits its last consumer's FA2 row block's K/V blocks, the most.
+  const int visits = key_block_range::of<BN, Causal>(fa2_row_block(m_block * L::rows + L::rows - 1), p.query_rows,
+                                                    p.key_rows).count;
   if (threadIdx.x == 0) {
     hopper::barrier_init(q_full, 1);
     for (int i = 0; i < stages; ++i) {
-      const stage_barriers b = pipeline_slot<D, Consumers>(base, i).barrier;
+      const stage_barriers b = pipeline_slot<D>(base, i).barrier;
       hopper::barrier_init(b.k_full, 1);
       hopper::barrier_init(b.v_full, 1);
-      hopper::barrier_init(b.k_empty, Consumers * 4);  // one arrival per consumer warp
-      hopper::barrier_init(b.v_empty, Consumers * 4);
+      hopper::barrier_init(b.k_empty, consumers * 4);  // one arrival per consumer warp
+      hopper::barrier_init(b.v_empty, consumers * 4);
     }
     hopper::barrier_init_fence();
   }
@@ -238,14 +265,14 @@ __global__ void __launch_bounds__(warpgroup_threads * (1 + Consumers), 1)
   // registers from the producer (which needs few) to the consumers.
   if (warpgroup == 0) {  // the producer: one thread issues every copy
     hopper::registers_shrink<24>();
-    if (threadIdx.x == 0 && blocks.count > 0) {
+    if (threadIdx.x == 0 && visits > 0) {
       hopper::barrier_arrive_expect_bytes(q_full, L::q_bytes);
 #pragma unroll
       for (int page = 0; page < L::pages; ++page)
         hopper::copy_box(base + L::q + page * L::q_page, &maps.q, q_full, 64 * page, m_block * L::rows, head);
-      for (int i = 0; i < blocks.count; ++i) {
-        const int n_block = blocks.count - 1 - i;
-        const pipeline_slot<D, Consumers> slot(base, i);
+      for (int i = 0; i < visits; ++i) {
+        const int n_block = visits - 1 - i;
+        const pipeline_slot<D> slot(base, i);
         hopper::barrier_wait(slot.barrier.k_empty, slot.parity ^ 1);
         hopper::barrier_arrive_expect_bytes(slot.barrier.k_full, L::kv_bytes);
 #pragma unroll
@@ -261,15 +288,17 @@ __global__ void __launch_bounds__(warpgroup_threads * (1 + Consumers), 1)
       }
     }
   } else {
-    hopper::registers_grow<Consumers == 2 ? 240 : 160>();  // (24 + 2 * 240) or (24 + 3 * 160) times 128 <= 64K
+    hopper::registers_grow<160>();  // (24 + 3 * 160) * 128 registers <= 64K
     const int consumer = warpgroup - 1, warp = threadIdx.x / 32 % 4;
     const int first_row[1] = {m_block * L::rows + consumer * 64 + warp * 16};
+    const key_block_range blocks =
+        key_block_range::of<BN, Causal>(fa2_row_block(m_block * L::rows + consumer * 64), p.query_rows, p.key_rows);
     row_state<D, 1> rs;
     rs.clear();
-    if (blocks.count > 0) {  // else every row is masked: O = 0, L = +inf, as FA2
+    if (visits > 0) {  // else every row is masked: O = 0, L = +inf, as FA2
       hopper::barrier_wait(q_full, 0);
-      consume_row_block<D, Consumers, Causal, Rule, Count>(rs, p, base, base + L::q + consumer * 64 * 128, blocks,
-                                                           first_row, turns<Consumers>{consumer});
+      consume_row_block<D, Causal, Rule, Count>(rs, p, base, base + L::q + consumer * 64 * 128, blocks,
+                                                           visits, first_row, turns{consumer});
     }
     write_rows<D, 1, Count>(rs, p, head, first_row);
   }
@@ -307,15 +336,14 @@ bool head_map(CUtensorMap* map, const void* data, int heads, int rows, int D, in
 template <int D, bool Causal, stabilization Rule, bool Count>
 struct wgmma_structure {
   static int launch(const forward_params& p, int heads, cudaStream_t stream) {
-    constexpr int Consumers = consumers_for(Causal);
-    using L = smem_layout<D, Consumers>;
+    using L = smem_layout<D>;
     tensor_maps maps;
     if (!head_map(&maps.q, p.q, heads, p.query_rows, D, L::rows) ||
         !head_map(&maps.k, p.k, heads, p.key_rows, D, L::BN) || !head_map(&maps.v, p.v, heads, p.key_rows, D, L::BN))
       return 2;
-    const auto kernel = flash_forward_wgmma_kernel<D, Consumers, Causal, Rule, Count>;
+    const auto kernel = flash_forward_wgmma_kernel<D, Causal, Rule, Count>;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::bytes) != cudaSuccess) return 2;
-    kernel<<<dim3((p.query_rows + L::rows - 1) / L::rows, heads), warpgroup_threads * (1 + Consumers), L::bytes,
+    kernel<<<dim3((p.query_rows + L::rows - 1) / L::rows, heads), warpgroup_threads * (1 + consumers), L::bytes,
              stream>>>(p, maps);
     return cudaGetLastError() == cudaSuccess ? 0 : 2;
   }

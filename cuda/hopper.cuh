@@ -210,6 +210,22 @@ __device__ __forceinline__ void copy_box(uint32_t destination, const CUtensorMap
       : "memory");
 }
 
+// One box of shared memory into a 3-D tensor map (coordinates innermost
+// first); elements outside the tensor are not written. Completes in a bulk
+// group: commit, then wait for the reads before the shared memory is reused.
+__device__ __forceinline__ void store_box(const CUtensorMap* map, uint32_t source, int x, int y, int z) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(source), "r"(x), "r"(y), "r"(z)
+               : "memory");
+}
+__device__ __forceinline__ void store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void store_wait_reads() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+// Ordinary shared-memory stores made visible to the copy engine (the async proxy).
+__device__ __forceinline__ void fence_shared_for_copies() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 __device__ __forceinline__ void prefetch_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }

@@ -64,7 +64,7 @@ struct smem_layout {
 };
 
 struct tensor_maps {
-  CUtensorMap q, k, v;
+  CUtensorMap q, k, v, o;
 };
 
 struct stage_barriers {
@@ -300,7 +300,25 @@ __global__ void __launch_bounds__(warpgroup_threads * (1 + consumers), 1)
       consume_row_block<D, Causal, Rule, Count>(rs, p, base, base + L::q + consumer * 64 * 128, blocks,
                                                            visits, first_row, turns{consumer});
     }
-    write_rows<D, 1, Count>(rs, p, head, first_row);
+    // O leaves through the consumer's own Q rows, free once its last S has
+    // landed: a [64][D] tile laid out as the copy engine reads it, then one
+    // tensor copy a page (rows past N are clipped by the tensor map).
+    const uint32_t o_tile = base + L::q + consumer * 64 * 128;
+    finish_rows<D, 1, Count>(rs, p, head, first_row, [&](int, int row, int column, uint32_t pair) {
+      const int r = warp * 16 + row;
+      const uint32_t address =
+          o_tile + (column / 64) * L::q_page + r * 128 + ((((column % 64) / 8) ^ (r % 8)) << 4) + (column % 8) * 2;
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(pair) : "memory");
+    });
+    hopper::fence_shared_for_copies();
+    hopper::named_barrier_sync(1 + consumers + consumer, warpgroup_threads);  // after the turns' barriers
+    if (threadIdx.x % warpgroup_threads == 0) {
+#pragma unroll
+      for (int page = 0; page < L::pages; ++page)
+        hopper::store_box(&maps.o, o_tile + page * L::q_page, 64 * page, m_block * L::rows + consumer * 64, head);
+      hopper::store_commit();
+      hopper::store_wait_reads();
+    }
   }
 }
 
@@ -339,7 +357,8 @@ struct wgmma_structure {
     using L = smem_layout<D>;
     tensor_maps maps;
     if (!head_map(&maps.q, p.q, heads, p.query_rows, D, L::rows) ||
-        !head_map(&maps.k, p.k, heads, p.key_rows, D, L::BN) || !head_map(&maps.v, p.v, heads, p.key_rows, D, L::BN))
+        !head_map(&maps.k, p.k, heads, p.key_rows, D, L::BN) || !head_map(&maps.v, p.v, heads, p.key_rows, D, L::BN) ||
+        !head_map(&maps.o, p.o, heads, p.query_rows, D, 64))
       return 2;
     const auto kernel = flash_forward_wgmma_kernel<D, Causal, Rule, Count>;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::bytes) != cudaSuccess) return 2;

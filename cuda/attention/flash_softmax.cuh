@@ -271,11 +271,12 @@ __device__ __forceinline__ void p_fragment(uint32_t (&pa)[4], row_state<D, Slabs
     for (int w = 0; w < 4; ++w) rs.p_bar_ones[slab][w % 2] += __popc(__vcmpeq2(pa[w], 0x3F803F80u)) / 16;
 }
 
-// The row sums reduced over the quad, O normalised and stored as bf16, L
-// (and the indicator) written; rows past N are skipped.
-template <int D, int Slabs, bool Count>
-__device__ __forceinline__ void write_rows(const row_state<D, Slabs>& rs, const forward_params& p, int head,
-                                           const int (&first_row)[Slabs]) {
+// The row sums reduced over the quad, O normalised to bf16 pairs and handed
+// to store_pair(slab, row, column, pair) (columns 8j + 2t and 8j + 2t + 1 of
+// row 0 to 15 of the slab), L (and the indicator) written; rows past N are skipped.
+template <int D, int Slabs, bool Count, class StorePair>
+__device__ __forceinline__ void finish_rows(const row_state<D, Slabs>& rs, const forward_params& p, int head,
+                                            const int (&first_row)[Slabs], StorePair store_pair) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int nq = p.query_rows;
 #pragma unroll
@@ -304,12 +305,20 @@ __device__ __forceinline__ void write_rows(const row_state<D, Slabs>& rs, const 
       if (t == 0)
         p.lse[size_t(head) * nq + row] =
             degenerate ? INFINITY : __fmaf_rn(rs.max[slab][h], p.scale, __fmul_rn(lg2_approx(sum), 0.693147182f));
-      uint16_t* o_row = p.o + (size_t(head) * nq + row) * D;
 #pragma unroll
       for (int j = 0; j < D / 8; ++j)
-        *reinterpret_cast<uint32_t*>(o_row + 8 * j + 2 * t) =
-            pack_bf16(__fmul_rn(rs.o[slab][j][2 * h], inverse), __fmul_rn(rs.o[slab][j][2 * h + 1], inverse));
+        store_pair(slab, g + 8 * h, 8 * j + 2 * t,
+                   pack_bf16(__fmul_rn(rs.o[slab][j][2 * h], inverse), __fmul_rn(rs.o[slab][j][2 * h + 1], inverse)));
     }
+}
+
+// finish_rows with O stored straight to global memory.
+template <int D, int Slabs, bool Count>
+__device__ __forceinline__ void write_rows(const row_state<D, Slabs>& rs, const forward_params& p, int head,
+                                           const int (&first_row)[Slabs]) {
+  finish_rows<D, Slabs, Count>(rs, p, head, first_row, [&](int slab, int row, int column, uint32_t pair) {
+    *reinterpret_cast<uint32_t*>(p.o + (size_t(head) * p.query_rows + first_row[slab] + row) * D + column) = pair;
+  });
 }
 
 // The host API, over device pointers, for a kernel family Kernel<D, Causal,

@@ -273,18 +273,16 @@ __global__ void __launch_bounds__(warpgroup_threads * (1 + consumers), 1)
       for (int i = 0; i < visits; ++i) {
         const int n_block = visits - 1 - i;
         const pipeline_slot<D> slot(base, i);
-        hopper::barrier_wait(slot.barrier.k_empty, slot.parity ^ 1);
-        hopper::barrier_arrive_expect_bytes(slot.barrier.k_full, L::kv_bytes);
+        // K, then V, of block n_block into the slot, once its consumers have handed it back.
+        const auto copy_block = [&](uint32_t empty, uint32_t full, uint32_t tile, const CUtensorMap* map) {
+          hopper::barrier_wait(empty, slot.parity ^ 1);
+          hopper::barrier_arrive_expect_bytes(full, L::kv_bytes);
 #pragma unroll
-        for (int page = 0; page < L::pages; ++page)
-          hopper::copy_box(slot.k_tile + page * L::kv_page, &maps.k, slot.barrier.k_full, 64 * page, n_block * BN,
-                           head);
-        hopper::barrier_wait(slot.barrier.v_empty, slot.parity ^ 1);
-        hopper::barrier_arrive_expect_bytes(slot.barrier.v_full, L::kv_bytes);
-#pragma unroll
-        for (int page = 0; page < L::pages; ++page)
-          hopper::copy_box(slot.v_tile + page * L::kv_page, &maps.v, slot.barrier.v_full, 64 * page, n_block * BN,
-                           head);
+          for (int page = 0; page < L::pages; ++page)
+            hopper::copy_box(tile + page * L::kv_page, map, full, 64 * page, n_block * BN, head);
+        };
+        copy_block(slot.barrier.k_empty, slot.barrier.k_full, slot.k_tile, &maps.k);
+        copy_block(slot.barrier.v_empty, slot.barrier.v_full, slot.v_tile, &maps.v);
       }
     }
   } else {

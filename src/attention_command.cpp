@@ -334,11 +334,16 @@ void check_options(attention_options& options, const arguments& files) {
          "writes; --expect-o and --expect-lse need another preset");
 }
 
-npy::array read_npy(const std::string& path) {
+// A float64 file (paper_reference_fp64's --out-o, or numbers saved from NumPy) is refused with the way out:
+// round it to the format the file holds (bf16 for Q, K, V and O; float32 for L and delta).
+npy::array read_npy(const std::string& path, std::string_view rounded_to = "bf16") {
   try {
     return npy::read(path);
   } catch (const npy::npy_error& error) {
-    fail(printable(error.what()));
+    const std::string_view message = error.what();
+    const bool float64 = message.find("element type '<f8'") != std::string_view::npos ||
+                         message.find("element type '>f8'") != std::string_view::npos;
+    fail(printable(message) + (float64 ? "; round it to " + std::string(rounded_to) + " first" : ""));
   } catch (const std::logic_error&) {  // std::stoull on a shape that is not a list of integers
     fail(printable(path) + ": not a .npy file: its header's shape is not a tuple of integers");
   }
@@ -450,9 +455,13 @@ attention_problem read_problem(const attention_options& options) {
   if (p.v.file_shape != p.k.file_shape && like_q(p.v) && !like_q(p.k))
     fail(printable(options.k_path) + ": K has shape " + shape_text(p.k.file_shape) + "; expected " + expected_kv +
          " to match Q's " + shape_text(p.q.file_shape) + " and V's " + shape_text(p.v.file_shape));
-  if (p.v.file_shape != p.k.file_shape)
+  if (p.v.file_shape != p.k.file_shape && like_q(p.k) && !like_q(p.v))
     fail(printable(options.v_path) + ": V has shape " + shape_text(p.v.file_shape) + "; expected K's shape " +
          shape_text(p.k.file_shape));
+  // Both agree with Q (they differ in N, which Q does not decide), or neither does: both are named.
+  if (p.v.file_shape != p.k.file_shape)
+    fail(printable(options.k_path) + " " + shape_text(p.k.file_shape) + " and " + printable(options.v_path) + " " +
+         shape_text(p.v.file_shape) + ": K and V need the same shape");
   // A GPU kernel's description says which causal calls it models (resolve refuses the others).
   if (options.causal && p.q.rows != p.k.rows && !options.kernel.gpu_kernel() && options.compare.empty())
     fail(fmt::format("attention: --causal needs as many query rows as key rows for the paper_reference presets, "
@@ -583,7 +592,7 @@ expectations read_expectations(const attention_problem& p) {
   }
   if (!p.options.expect_lse.empty()) {
     const std::string& path = p.options.expect_lse;
-    const npy::array array = read_npy(path);
+    const npy::array array = read_npy(path, "float32");
     // cuDNN's backend returns L as [B, H, N, 1]: a trailing 1 is the same elements.
     std::vector<std::size_t> shape = array.shape;
     if (shape.size() == lse_shape(p).size() + 1 && shape.back() == 1) shape.pop_back();
@@ -1105,7 +1114,7 @@ std::vector<bfloat16> read_like(const std::string& path, std::string_view what, 
 
 // A float32 file of one value per query row ([B, H, N] or [N]): L, delta.
 std::vector<float32> read_rows(const attention_problem& p, const std::string& path, std::string_view what) {
-  const npy::array array = read_npy(path);
+  const npy::array array = read_npy(path, "float32");
   if (array.shape != lse_shape(p))
     fail(printable(path) + ": " + std::string(what) + " has shape " + shape_text(array.shape) + "; expected " +
          shape_text(lse_shape(p)));

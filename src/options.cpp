@@ -175,6 +175,27 @@ option output_option(output_style& style) {
 
 namespace {
 
+// --round's text in --help, from trace/parse.hpp's one table of spellings: each mode with every other name it
+// accepts, the modes wrapped into lines of at most 76 characters.
+const std::string& rounding_help() {
+  static const std::string text = [] {
+    std::string out, line;
+    for (const setting_spelling<rounding_mode>& spelling : rounding_spellings) {
+      std::string others;
+      for (std::size_t i = 1; i < spelling.names.size(); ++i)
+        if (!spelling.names[i].empty()) others += (others.empty() ? "" : ", ") + std::string(spelling.names[i]);
+      std::string note = spelling.value == rounding_spellings.front().value ? "default" : "";
+      if (!others.empty()) note += (note.empty() ? "also " : "; also ") + others;
+      std::string entry = std::string(spelling.names[0]) + (note.empty() ? "" : " (" + note + ")");
+      if (spelling.value != rounding_spellings.back().value) entry += ",";
+      if (!line.empty() && line.size() + 1 + entry.size() > 76) out += line + "\n", line.clear();
+      line += (line.empty() ? "" : " ") + entry;
+    }
+    return out + line;
+  }();
+  return text;
+}
+
 constexpr std::string_view environment_option_name(std::uint8_t option) {
   switch (option) {
     case option_round: return "--round";
@@ -192,9 +213,7 @@ std::vector<option> environment_option_table(environment_options& options, bool 
   environment& env = options.env;
   std::uint8_t& given = options.given;
   std::vector<option> table{
-      {"--round", "MODE",
-       "nearest_even (default), nearest_away, toward_zero, upward, downward,\n"
-       "to_odd, stochastic (also: rne rna rtz rup rdn odd sr)",
+      {"--round", "MODE", rounding_help(),
        [&](std::string_view name) {
          const auto mode = rounding_mode_from_name(name);
          if (!mode) fail("unknown rounding mode " + quoted_input(name) + "; expected one of " + rounding_names_hint());

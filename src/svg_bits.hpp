@@ -212,9 +212,9 @@ inline std::string addition_bits(const trace& t) {
       "font-family=\"DejaVu Sans, sans-serif\" font-size=\"12\">\n<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n",
       width, height);
   svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"15\" font-weight=\"bold\">{} {} {} &#8594; {}</text>\n", margin,
-                     title_y, detail::escaped(describe_value(t.operands[0].fmt, t.operands[0].bits)),
+                     title_y, plot_detail::escaped(describe_value(t.operands[0].fmt, t.operands[0].bits)),
                      t.op == operation::sub ? "-" : "+",
-                     detail::escaped(describe_value(t.operands[1].fmt, t.operands[1].bits)), name_of(t.result_format));
+                     plot_detail::escaped(describe_value(t.operands[1].fmt, t.operands[1].bits)), name_of(t.result_format));
   // The place axis: every column's power of two.
   svg += fmt::format("<text x=\"{}\" y=\"{}\">bit place p (a 1 in column p is worth 2^p{})</text>\n",
                      grid_left, axis_label_y, top >= 0 && bottom < 0 ? "; dashed: the binary point" : "");
@@ -227,7 +227,7 @@ inline std::string addition_bits(const trace& t) {
     if (n == 2)  // the sum's rule, as on paper
       svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"black\"/>\n", grid_left - sign_width,
                          grid_left + grid_width, y - row_gap / 2);
-    svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", margin, y + 13, detail::escaped(row.label));
+    svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", margin, y + 13, plot_detail::escaped(row.label));
     if (row.negative)
       svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"14\" text-anchor=\"middle\">&#8722;</text>\n",
                          column_x(row.bits.front().first) - sign_width / 2, y + 14);
@@ -239,7 +239,7 @@ inline std::string addition_bits(const trace& t) {
                          x, y, cell, cell, fill_of(row.roles[k]), x + cell / 2, y + 14, row.bits[k].second);
     }
     svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", grid_left + grid_width + 12, y + 13,
-                       detail::escaped(row.note));
+                       plot_detail::escaped(row.note));
   }
   const int point_x = column_x(0) + cell;
   if (top >= 0 && bottom < 0)
@@ -248,7 +248,7 @@ inline std::string addition_bits(const trace& t) {
                      point_x, grid_top - 4, grid_bottom - row_gap + 4);
   for (std::size_t n = 0; n < notes.size(); ++n)
     svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", margin, notes_top + 13 + static_cast<int>(n) * line_height,
-                       detail::escaped(notes[n]));
+                       plot_detail::escaped(notes[n]));
   for (int n = 0; n < legend_rows; ++n) {
     const role_style& s = legend[static_cast<std::size_t>(n)];
     const int y = legend_top + n * line_height;

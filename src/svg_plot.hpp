@@ -38,7 +38,7 @@ struct panel {
   std::vector<std::pair<double, std::string>> x_ticks{};  // (x, label); empty: 1-2-5 steps from 0
 };
 
-namespace detail {
+namespace plot_detail {
 
 inline std::string escaped(const std::string& text) {
   std::string out;
@@ -122,22 +122,22 @@ inline int legend_rows(const std::vector<legend_item>& items, double room) {
   return rows;
 }
 
-}  // namespace detail
+}  // namespace plot_detail
 
 // The figure as an SVG document, width by (panel_height x panels) pixels; a
 // legend too long for one row wraps, and the plot area starts below it.
 inline std::string line_plot(const std::vector<panel>& panels, int width = 900, int panel_height = 360) {
   constexpr int left = 96, right = 24, bottom = 54, legend_row_height = 16;
-  std::string svg = detail::document_start(width, panel_height * static_cast<int>(panels.size()));
+  std::string svg = plot_detail::document_start(width, panel_height * static_cast<int>(panels.size()));
   for (std::size_t n = 0; n < panels.size(); ++n) {
     const panel& p = panels[n];
     const double y0 = static_cast<double>(panel_height) * static_cast<double>(n);
-    std::vector<detail::legend_item> legend;
+    std::vector<plot_detail::legend_item> legend;
     for (const series& s : p.lines)
       legend.push_back({s.name, s.color, s.dashed ? " stroke-dasharray=\"" + s.dash + "\"" : "", 1});
     for (const marks& m : p.marked) legend.push_back({m.name, m.color, " stroke-dasharray=\"2,3\"", 0.6});
     const double plot_left = left, plot_right = width - right;
-    const int legend_rows = detail::legend_rows(legend, plot_right - plot_left);
+    const int legend_rows = plot_detail::legend_rows(legend, plot_right - plot_left);
     const double plot_top = y0 + 62 + legend_row_height * (legend_rows - 1), plot_bottom = y0 + panel_height - bottom;
     double x_high = 1, y_low = 0, y_high = 0;
     for (const series& s : p.lines)
@@ -147,22 +147,22 @@ inline std::string line_plot(const std::vector<panel>& panels, int width = 900, 
         x_high = std::max(x_high, x), y_low = std::min(y_low, y - w), y_high = std::max(y_high, y + w);
       }
     for (const auto& tick : p.x_ticks) x_high = std::max(x_high, tick.first);
-    detail::axis_range xs = detail::range_of(0, x_high, 8);
-    const detail::axis_range ys = detail::range_of(y_low, y_high, 6);
+    plot_detail::axis_range xs = plot_detail::range_of(0, x_high, 8);
+    const plot_detail::axis_range ys = plot_detail::range_of(y_low, y_high, 6);
     if (!p.x_ticks.empty()) xs = {std::min(0.0, p.x_ticks.front().first) - 0.25, x_high + 0.25, 1};
     const auto px = [&](double x) { return plot_left + (x - xs.low) / (xs.high - xs.low) * (plot_right - plot_left); };
     const auto py = [&](double y) { return plot_bottom - (y - ys.low) / (ys.high - ys.low) * (plot_bottom - plot_top); };
     svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"14\" font-weight=\"bold\">{}</text>\n", plot_left, y0 + 20,
-                       detail::escaped(p.title));
+                       plot_detail::escaped(p.title));
     // Grid and ticks.
-    detail::y_grid(svg, ys, py, plot_left, plot_right);
+    plot_detail::y_grid(svg, ys, py, plot_left, plot_right);
     std::vector<std::pair<double, std::string>> x_ticks = p.x_ticks;
     if (x_ticks.empty())
-      for (double x = xs.low; x <= xs.high + xs.step * 1e-9; x += xs.step) x_ticks.emplace_back(x, detail::tick_label(x, xs.step));
+      for (double x = xs.low; x <= xs.high + xs.step * 1e-9; x += xs.step) x_ticks.emplace_back(x, plot_detail::tick_label(x, xs.step));
     for (const auto& [x, label] : x_ticks)
       svg += fmt::format("<line x1=\"{0:.2f}\" x2=\"{0:.2f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#e4e4e4\"/>\n"
                          "<text x=\"{0:.2f}\" y=\"{3}\" text-anchor=\"middle\">{4}</text>\n",
-                         px(x), plot_top, plot_bottom, plot_bottom + 16, detail::escaped(label));
+                         px(x), plot_top, plot_bottom, plot_bottom + 16, plot_detail::escaped(label));
     for (const marks& m : p.marked)
       for (const double x : m.x)
         svg += fmt::format("<line x1=\"{0:.2f}\" x2=\"{0:.2f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"{3}\" stroke-opacity=\"0.45\" "
@@ -186,14 +186,14 @@ inline std::string line_plot(const std::vector<panel>& panels, int width = 900, 
     }
     // Axis labels, and the legend in rows between the title and the plot.
     svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", (plot_left + plot_right) / 2,
-                       plot_bottom + 38, detail::escaped(p.x_label));
+                       plot_bottom + 38, plot_detail::escaped(p.x_label));
     svg += fmt::format("<text transform=\"translate({},{}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n", 18,
-                       (plot_top + plot_bottom) / 2, detail::escaped(p.y_label));
+                       (plot_top + plot_bottom) / 2, plot_detail::escaped(p.y_label));
     double legend_x = plot_left, legend_y = y0 + 42;
-    for (const detail::legend_item& item : legend) {
-      if (legend_x > plot_left && legend_x + detail::legend_width(item.name) > plot_right)
+    for (const plot_detail::legend_item& item : legend) {
+      if (legend_x > plot_left && legend_x + plot_detail::legend_width(item.name) > plot_right)
         legend_x = plot_left, legend_y += legend_row_height;
-      detail::legend_entry(svg, legend_x, legend_y, item.name, item.color, item.dash, item.opacity);
+      plot_detail::legend_entry(svg, legend_x, legend_y, item.name, item.color, item.dash, item.opacity);
     }
   }
   return svg + "</svg>\n";
@@ -215,7 +215,7 @@ struct bar_panel {
 // side in every group, from 0 to the value, whiskers from low to high.
 inline std::string bar_chart(const std::vector<bar_panel>& panels, int width = 900, int panel_height = 380) {
   constexpr int left = 96, right = 24, top = 62, bottom = 64;
-  std::string svg = detail::document_start(width, panel_height * static_cast<int>(panels.size()));
+  std::string svg = plot_detail::document_start(width, panel_height * static_cast<int>(panels.size()));
   for (std::size_t n = 0; n < panels.size(); ++n) {
     const bar_panel& p = panels[n];
     const double y0 = static_cast<double>(panel_height) * static_cast<double>(n);
@@ -224,11 +224,11 @@ inline std::string bar_chart(const std::vector<bar_panel>& panels, int width = 9
     for (const bar_series& b : p.bars)
       for (std::size_t g = 0; g < b.value.size(); ++g)
         y_low = std::min({y_low, b.value[g], b.low[g]}), y_high = std::max({y_high, b.value[g], b.high[g]});
-    const detail::axis_range ys = detail::range_of(y_low, y_high, 6);
+    const plot_detail::axis_range ys = plot_detail::range_of(y_low, y_high, 6);
     const auto py = [&](double y) { return plot_bottom - (y - ys.low) / (ys.high - ys.low) * (plot_bottom - plot_top); };
     svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"14\" font-weight=\"bold\">{}</text>\n", plot_left, y0 + 20,
-                       detail::escaped(p.title));
-    detail::y_grid(svg, ys, py, plot_left, plot_right);
+                       plot_detail::escaped(p.title));
+    plot_detail::y_grid(svg, ys, py, plot_left, plot_right);
     const double group_width = (plot_right - plot_left) / static_cast<double>(std::max<std::size_t>(p.groups.size(), 1));
     const double bar_width = group_width * 0.7 / static_cast<double>(std::max<std::size_t>(p.bars.size(), 1));
     for (std::size_t g = 0; g < p.groups.size(); ++g) {
@@ -250,7 +250,7 @@ inline std::string bar_chart(const std::vector<bar_panel>& panels, int width = 9
       for (std::size_t start = 0; start <= label.size();) {
         const std::size_t end = std::min(label.find('_', start), label.size());
         svg += fmt::format("<text x=\"{:.2f}\" y=\"{:.2f}\" text-anchor=\"middle\">{}</text>\n", group_left + group_width / 2,
-                           line_y, detail::escaped(label.substr(start, end - start)));
+                           line_y, plot_detail::escaped(label.substr(start, end - start)));
         line_y += 14, start = end + 1;
       }
     }
@@ -258,9 +258,9 @@ inline std::string bar_chart(const std::vector<bar_panel>& panels, int width = 9
     svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"black\"/>\n", plot_left,
                        plot_top, plot_right - plot_left, plot_bottom - plot_top);
     svg += fmt::format("<text transform=\"translate({},{}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n", 18,
-                       (plot_top + plot_bottom) / 2, detail::escaped(p.y_label));
+                       (plot_top + plot_bottom) / 2, plot_detail::escaped(p.y_label));
     double legend_x = plot_left;
-    for (const bar_series& s : p.bars) detail::legend_entry(svg, legend_x, y0 + 42, s.name, s.color, "", 0.8, 8);
+    for (const bar_series& s : p.bars) plot_detail::legend_entry(svg, legend_x, y0 + 42, s.name, s.color, "", 0.8, 8);
   }
   return svg + "</svg>\n";
 }

@@ -37,6 +37,14 @@ if(CMAKE_SCRIPT_MODE_FILE)
       endif()
     endforeach()
   endif()
+  if(DEFINED CONTAINS_WORDS)  # each a whole word of stdout: 'up' is not found in 'upward'
+    string(REPLACE "@@" ";" needles "${CONTAINS_WORDS}")
+    foreach(needle IN LISTS needles)
+      if(NOT out MATCHES "(^|[^A-Za-z0-9_])${needle}([^A-Za-z0-9_]|$)")
+        message(FATAL_ERROR "stdout lacks the word '${needle}'\n${shown}")
+      endif()
+    endforeach()
+  endif()
   if(DEFINED ERROR_CONTAINS)
     string(REPLACE "@@" ";" needles "${ERROR_CONTAINS}")
     foreach(needle IN LISTS needles)
@@ -65,9 +73,10 @@ set(BITEXACT_CLI_DRIVER ${CMAKE_CURRENT_LIST_FILE})
 set(BITEXACT_CLI_DATA ${CMAKE_CURRENT_BINARY_DIR}/cli)
 
 # bitexact_cli_test(name ARGS a b ... [RC n] [INPUT file] [OUTPUT_FILE file] [EXPECT file]
-#                   [CONTAINS s ...] [ERROR_CONTAINS s ...] [ONE_LINE_ERROR])
+#                   [CONTAINS s ...] [CONTAINS_WORDS w ...] [ERROR_CONTAINS s ...] [ONE_LINE_ERROR])
 function(bitexact_cli_test name)
-  cmake_parse_arguments(T "ONE_LINE_ERROR" "RC;INPUT;OUTPUT_FILE;EXPECT" "ARGS;CONTAINS;ERROR_CONTAINS" ${ARGN})
+  cmake_parse_arguments(T "ONE_LINE_ERROR" "RC;INPUT;OUTPUT_FILE;EXPECT" "ARGS;CONTAINS;CONTAINS_WORDS;ERROR_CONTAINS"
+                        ${ARGN})
   if(NOT DEFINED T_RC)
     set(T_RC 0)
   endif()
@@ -86,6 +95,10 @@ function(bitexact_cli_test name)
     list(JOIN T_CONTAINS "@@" contains)
     list(APPEND definitions "-DCONTAINS=${contains}")
   endif()
+  if(T_CONTAINS_WORDS)
+    list(JOIN T_CONTAINS_WORDS "@@" contains)
+    list(APPEND definitions "-DCONTAINS_WORDS=${contains}")
+  endif()
   if(T_ERROR_CONTAINS)
     list(JOIN T_ERROR_CONTAINS "@@" contains)
     list(APPEND definitions "-DERROR_CONTAINS=${contains}")
@@ -95,6 +108,14 @@ function(bitexact_cli_test name)
   endif()
   add_test(NAME cli_${name} COMMAND ${CMAKE_COMMAND} ${definitions} -P ${BITEXACT_CLI_DRIVER})
 endfunction()
+
+# The command's sources that build strings in loops, compiled as the Release build compiles them but with
+# -Werror: GCC 12 warned -Wrestrict on `names += (c ? "" : " ") + std::string(...)` in eval.cpp. (The whole
+# command under -Werror would cost a second build of it, and fail a user's build on a new compiler's warning.)
+add_test(NAME cli_sources_without_warnings
+  COMMAND sh -c "for source in eval.cpp options.cpp; do \"$0\" -std=c++20 -O3 -DNDEBUG -Wall -Wextra -Werror -I \"$1\" \
+-c \"$2/$source\" -o /dev/null || exit 1; done"
+          ${CMAKE_CXX_COMPILER} ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
 
 # Operand parsing, as a library user calls it.
 bitexact_add_test_program(test_cli_parse test_cli_parse.cpp)
@@ -111,6 +132,24 @@ bitexact_cli_test(trace_help ARGS trace --help CONTAINS "--round MODE" "--output
   "tf32:0x1FC00           tf32 patterns are its 19 bits: this is 1.0" "tf32:fp32:0x3F800000")
 bitexact_cli_test(eval_help ARGS eval --help CONTAINS "f16_mulAdd" "-rminMag" "--stop-on-error" "--check")
 bitexact_cli_test(demo_help ARGS demo --help CONTAINS "Section 3.3.2")
+# --help lists every spelling that --round, --tininess and --nan accept: the names read here from the one table
+# of spellings (trace/parse.hpp), each a whole word of the help (trace and eval share the options).
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/include/bitexact/trace/parse.hpp)
+file(READ ${PROJECT_SOURCE_DIR}/include/bitexact/trace/parse.hpp parse_hpp)
+set(every_spelling)
+foreach(setting rounding tininess nan_policy)
+  string(REGEX MATCH " ${setting}_spellings{{([^;]*)}};" table "${parse_hpp}")
+  string(REGEX MATCHALL "\"[A-Za-z_]+\"" names "${CMAKE_MATCH_1}")
+  list(LENGTH names count)
+  if(count LESS 2)
+    message(FATAL_ERROR "tests/cli.cmake: no ${setting}_spellings table found in trace/parse.hpp")
+  endif()
+  string(REPLACE "\"" "" names "${names}")
+  list(APPEND every_spelling ${names})
+endforeach()
+foreach(command trace eval)
+  bitexact_cli_test(${command}_help_lists_every_spelling ARGS ${command} --help CONTAINS_WORDS ${every_spelling})
+endforeach()
 # The lists come from the command table and the option tables (src/main.cpp, each command's table).
 bitexact_cli_test(help_lists_every_command ARGS --help CONTAINS "  attention Q K V" "  bias attribution"
   "  bias statistics")
@@ -574,8 +613,20 @@ bitexact_cli_test(attention_error_float32_not_bf16 RC 2 ARGS attention ${attenti
 bitexact_cli_test(attention_error_head_dim RC 2 ARGS attention ${attention_small}/attention_d32.npy
   ${attention_small}/attention_d32.npy ${attention_small}/attention_d32.npy ONE_LINE_ERROR
   ERROR_CONTAINS "head_dim 32 is not described (tiles has 64, 128)")
+# K and V agree with Q but not with each other (in N, which Q does not decide): both are named, in either order.
 bitexact_cli_test(attention_error_v_shape RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n1000}/v.npy ONE_LINE_ERROR
-  ERROR_CONTAINS "v.npy: V has shape [1000, 64]; expected K's shape [17, 64]")
+  ERROR_CONTAINS "split_d64_n17_causal_normal_h1/k.npy [17, 64] and ${n1000}/v.npy [1000, 64]: K and V need the same shape")
+bitexact_cli_test(attention_error_k_v_shapes RC 2 ARGS attention ${n17}/q.npy ${n1000}/k.npy ${n17}/v.npy ONE_LINE_ERROR
+  ERROR_CONTAINS "split_d64_n1000_full_special_h0/k.npy [1000, 64] and ${n17}/v.npy [17, 64]: K and V need the same shape")
+bitexact_cli_test(attention_error_v_head_dim RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy
+  ${attention_data}/single_d128_n17_causal_normal_h211/v.npy ONE_LINE_ERROR
+  ERROR_CONTAINS "single_d128_n17_causal_normal_h211/v.npy: V has shape [17, 128]; expected K's shape [17, 64]")
+# Float64 numbers are not the bits a GPU wrote: the line says to round them (to bf16 for O, to float32 for L).
+bitexact_cli_test(attention_error_float64_expect_o RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
+  --expect-o ${attention_small}/attention_f64.npy ONE_LINE_ERROR
+  ERROR_CONTAINS "attention_f64.npy: element type '<f8' is not supported" "; round it to bf16 first")
+bitexact_cli_test(attention_error_float64_expect_lse RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
+  --expect-lse ${attention_small}/attention_f64.npy ONE_LINE_ERROR ERROR_CONTAINS "; round it to float32 first")
 # The file named is the one the other two disagree with.
 bitexact_cli_test(attention_error_q_head_dim RC 2 ARGS attention
   ${attention_data}/single_d128_n17_causal_normal_h211/q.npy ${n17}/k.npy ${n17}/v.npy ONE_LINE_ERROR

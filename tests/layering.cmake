@@ -80,6 +80,9 @@ endif()
 
 add_test(NAME layering
   COMMAND ${CMAKE_COMMAND} -DINCLUDE_DIR=${PROJECT_SOURCE_DIR}/include -P ${CMAKE_CURRENT_LIST_FILE})
+# Above the library, the command and the Python binding use only its public names.
+add_test(NAME private_names
+  COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -P ${CMAKE_CURRENT_LIST_DIR}/private_names.cmake)
 
 # Every header compiled alone, each in its own translation unit (twice, so a
 # missing #pragma once shows too). doctest.hpp needs doctest, which the tests have.

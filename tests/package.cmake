@@ -42,3 +42,10 @@ checked under it. Install it with: sudo apt-get install -y ${package}'; exit 77"
     set_tests_properties(${test} PROPERTIES SKIP_RETURN_CODE 77)
   endif()
 endforeach()
+
+# README.md's build without CMake, the second way to {fmt}'s code: -DFMT_HEADER_ONLY and no -lfmt, for a program
+# that renders a trace (fmt's formatting compiled in; without either, the link fails on fmt::vformat).
+add_test(NAME package_fmt_header_only
+  COMMAND sh -c "\"$0\" -std=c++20 -I \"$1\" -DFMT_HEADER_ONLY \"$2\" -o \"$3\" && \"$3\""
+          ${CMAKE_CXX_COMPILER} ${PROJECT_SOURCE_DIR}/include ${CMAKE_CURRENT_SOURCE_DIR}/fmt_header_only.cpp
+          ${CMAKE_CURRENT_BINARY_DIR}/fmt_header_only)

@@ -139,6 +139,12 @@ def to_torch(bits, format):
     return torch.from_numpy(np.ascontiguousarray(signed)).view(getattr(torch, dtype))
 
 
+def _native(x):
+    """x in the machine's byte order: a big-endian ('>u2', '>f4') array becomes a copy holding the same numbers
+    (not other bits), so that dtype checks and the extension see the numbers the caller meant."""
+    return x.astype(x.dtype.newbyteorder("=")) if not x.dtype.isnative else x
+
+
 def as_bits(x, format, name="x"):
     """x as an unsigned array of format's bit patterns, without a copy where the memory allows.
 
@@ -165,8 +171,7 @@ def as_bits(x, format, name="x"):
         if x.size and (x.min() < 0 or x.max() >= 1 << width_bits):
             raise ValueError(f"{name}: a {canonical} bit pattern lies in [0, 2^{width_bits})")
         return x.astype(storage)
-    if not x.dtype.isnative:  # big-endian: the same numbers in the other byte order (a copy), not other bits
-        x = x.astype(x.dtype.newbyteorder("="))
+    x = _native(x)
     if _NUMPY_FORMATS.get(x.dtype.name) == canonical:
         return x.view(storage)
     if x.dtype.kind not in "iu" or x.dtype.itemsize != width:
@@ -283,7 +288,7 @@ def _elementwise(op, operands, format, result_format=None, rounding="nearest_eve
         if not isinstance(given, (bool, np.bool_)):
             raise TypeError(f"{op}: {flag} is True or False, not {given!r}")
     if random_bits is not None:
-        random_bits = np.asarray(random_bits)
+        random_bits = _native(np.asarray(random_bits))
         if random_bits.dtype != np.uint32:
             raise TypeError(f"{op}: random_bits must be a uint32 array (one draw per element), got {random_bits.dtype}")
         try:
@@ -360,7 +365,7 @@ less_equal = _predicate("less_equal", True)
 
 def from_float32(x, format, rounding="nearest_even", **environment):
     """Bit patterns of format from a float32 array, each rounded as convert rounds it (flags dropped)."""
-    x = np.asarray(x)
+    x = _native(np.asarray(x))
     if x.dtype != np.float32:
         raise TypeError(f"from_float32 takes a float32 array, got {x.dtype}; np.float32(x) rounds doubles to nearest "
                         "even first, which is a rounding of its own")

@@ -1,6 +1,12 @@
 """bitexact.testing: the assertions pass on identical bits and, on a mismatch, say what
 testing/check.hpp says in C++ (count, first index, both values decoded, the model's trace)."""
 
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -106,3 +112,31 @@ def test_the_message_sums_up_every_mismatch_by_distance_and_direction():
         assert_bitexact(mixed, out, format="bf16")
     assert "mismatches: by distance 1 ulp: 1 (0 toward zero, 1 away), 3-4 ulps: 1 (1 toward zero, 0 away)" in \
         str(failure.value)
+
+
+def test_pytest_shows_the_callers_line_and_no_frame_of_the_helpers(tmp_path):
+    # __tracebackhide__ in bitexact/testing.py: a failure's traceback ends at the test's own line.
+    (tmp_path / "test_kernel.py").write_text(textwrap.dedent("""
+        import numpy as np
+        import bitexact
+        from bitexact.testing import assert_bitexact, assert_matches_model
+
+        def test_model():
+            a = np.uint16([0x3F80, 0x4000])
+            out, _ = bitexact.add(a, a, format="bf16")
+            out[1] ^= 1
+            assert_matches_model(out, bitexact.add, a, a, format="bf16")
+
+        def test_bits():
+            assert_bitexact(np.uint16([0x3F80]), np.uint16([0x3F81]), format="bf16")
+    """))
+    package_parent = str(pathlib.Path(bitexact.__file__).resolve().parents[1])
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_parent,
+                                                                            os.environ.get("PYTHONPATH")])))
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
+                          "test_kernel.py"], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=120)
+    output = run.stdout + run.stderr
+    assert run.returncode == 1 and "2 failed" in output, output
+    assert "assert_matches_model(out, bitexact.add, a, a, format=\"bf16\")" in output, output
+    assert "1 of 2 elements differ from the model" in output and "1 of 1 elements differ" in output, output
+    assert "testing.py" not in output, output

@@ -124,7 +124,26 @@ def test_big_endian_arrays_are_read_as_the_numbers_they_hold(compared):
                                   bitexact.to_float32(bf16, "bf16").view(np.uint32))
     fp32 = np.array([1.5, -0.1], dtype=np.float32)
     np.testing.assert_array_equal(bitexact.as_bits(fp32.astype(">f4"), "fp32"), fp32.view(np.uint32))
-    compared(1 + bf16.size + 2)
+    # Outside as_bits too: from_float32's float32 check and random_bits' uint32 check see the numbers, not the order.
+    np.testing.assert_array_equal(bitexact.from_float32(fp32.astype(">f4"), "bf16"), bitexact.from_float32(fp32, "bf16"))
+    one, small = np.full(4, 0x3F80, dtype=np.uint16), np.full(4, 0x3B81, dtype=np.uint16)  # 1 + 2^-8 (1 + 2^-7)
+    draws = np.array([0x00000001, 0x01000000, 0x7FFF0000, 0xFFFF0000], dtype=np.uint32)
+    native, _ = bitexact.add(one, small, format="bf16", rounding="stochastic", random_bits=draws)
+    big, _ = bitexact.add(one, small, format="bf16", rounding="stochastic", random_bits=draws.astype(">u4"))
+    np.testing.assert_array_equal(big, native)
+    # Attention's operands as '>u2' bit patterns (lse as '>f4' numbers): the native arrays' results.
+    rng = np.random.default_rng(5)
+    q, k, v = (bitexact.from_float32(rng.standard_normal((8, 64)).astype(np.float32), "bf16") for _ in range(3))
+    o, lse = bitexact.attention(q, k, v, causal=True)
+    o_big, lse_big = bitexact.attention(q.astype(">u2"), k.astype(">u2"), v.astype(">u2"), causal=True)
+    np.testing.assert_array_equal(o_big, o)
+    np.testing.assert_array_equal(lse_big, lse)
+    grads = bitexact.attention_backward(q, k, v, o, lse, v, causal=True)
+    grads_big = bitexact.attention_backward(q, k, v, o.astype(">u2"), lse.view(np.float32).astype(">f4"),
+                                            v.astype(">u2"), causal=True)
+    for name in ("dq", "dk", "dv", "delta"):
+        np.testing.assert_array_equal(grads_big[name], grads[name])
+    compared(1 + bf16.size + 2 + 2 + 4 + o.size + lse.size + 3 * q.size + lse.size)
 
 
 def test_wrong_keyword_values_get_one_clear_error():

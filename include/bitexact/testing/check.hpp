@@ -161,7 +161,16 @@ struct no_explainer {};
 template <format F, class Element, class Model, class Explain = check_detail::no_explainer>
 check_report check_against_model(std::span<const Element> results, Model&& model, Explain&& explain = {},
                                  check_options options = {}) {
-  static_assert(model_buffer_element<F, Element>,
+  // One message for each way a buffer can be wrong: a signed integer of F's width, then any other element.
+  constexpr bool signed_of_width = std::is_integral_v<Element> && std::is_signed_v<Element> &&
+                                   sizeof(Element) == sizeof(typename value<F>::storage);
+  static_assert(!signed_of_width,
+                "check_against_model<F>: the buffer holds signed integers, but bit patterns are unsigned (a signed "
+                "element would compare its sign-extended value). Pass the same memory as the unsigned integer of "
+                "that width: std::uint32_t for fp32/tf32 (int32_t's bits), std::uint16_t for bf16/fp16, "
+                "std::uint8_t for e4m3/e5m2, e.g. std::span<const std::uint32_t>(reinterpret_cast<const "
+                "std::uint32_t*>(buffer.data()), buffer.size()).");
+  static_assert(model_buffer_element<F, Element> || signed_of_width,
                 "check_against_model<F>: the buffer must hold value<F>, an unsigned integer of F's storage width "
                 "(uint8_t for e4m3/e5m2, uint16_t for bf16/fp16, uint32_t for fp32/tf32) or float for fp32; a "
                 "wider element would hide bits that are not F's. Pass bit patterns of F's width (for bf16 from a "

@@ -226,10 +226,6 @@ __device__ __forceinline__ void fence_shared_for_copies() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-__device__ __forceinline__ void prefetch_map(const CUtensorMap* map) {
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
-}
-
 // Named barriers (0 is __syncthreads'): wait until `threads` threads have
 // arrived, or arrive without waiting.
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {

@@ -19,7 +19,7 @@ times are taken again, interleaved in rotating order on the same batches
 (--timing-rounds), and the overhead ratios come from those medians.
 
     python3 examples/train/train_gpt.py --out run.json [--steps 400]
-    python3 examples/train/plot.py run.json docs/images/train
+    python3 examples/train/plot.py run.json docs/train/gpt_h100
 """
 import argparse
 import glob

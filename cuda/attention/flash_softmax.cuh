@@ -137,6 +137,11 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
   // The indicator keeps the row's two largest scores as the across-blocks
   // rule does, without changing the max the softmax uses.
   constexpr bool Second = Stabilize || Count;
+  // Only the plain standard kernel tries MUFU.EX2 alone (below): in the
+  // stabilized variants, whose second-largest tree already delays the
+  // exponentials, it measured -3% to +2%, and it made the causal d 64
+  // across-blocks kernel spill (docs/performance.md).
+  constexpr bool Bare = !Second;
   // The block's row maxima, the rows side by side so that their shuffles
   // overlap. The stabilized variant also keeps each row's second largest
   // score: the paper's Algorithm 3 replaces a block maximum reached more
@@ -146,7 +151,7 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
   // max is +inf, fails it; NaN never passes), so two pass exactly when the
   // second largest does. NaN stands for "none": min.NaN keeps a NaN score out
   // of the second place, fmaxf skips it.
-  float block_max[Slabs][2], second[Slabs][2];
+  float block_max[Slabs][2], second[Slabs][2], lowest[Slabs][2];
 #pragma unroll
   for (int slab = 0; slab < Slabs; ++slab)
 #pragma unroll
@@ -155,11 +160,12 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
       // warp waits for. The order cannot change the maximum (fmaxf ignores
       // NaN, and a zero's sign changes no later result).
       constexpr int n = BN / 4;  // this thread's scores of the row
-      float top[n], next[n];
+      float top[n], next[n], low[n];
 #pragma unroll
       for (int i = 0; i < n; i += 2) {
         const float x = s[slab][i / 2][2 * h], y = s[slab][i / 2][2 * h + 1];
         top[i] = fmaxf(x, y);
+        if constexpr (Bare) low[i] = fminf(x, y);
         if constexpr (Second) next[i] = min_nan(x, y);
       }
 #pragma unroll
@@ -168,8 +174,10 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
         for (int i = 0; i < n; i += 2 * width) {
           if constexpr (Second) next[i] = fmaxf(fmaxf(next[i], next[i + width]), min_nan(top[i], top[i + width]));
           top[i] = fmaxf(top[i], top[i + width]);
+          if constexpr (Bare) low[i] = fminf(low[i], low[i + width]);
         }
       block_max[slab][h] = top[0];
+      if constexpr (Bare) lowest[slab][h] = low[0];
       if constexpr (Second) second[slab][h] = next[0];
     }
 #pragma unroll
@@ -209,6 +217,18 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
       }
   }
 
+  // The reference max of each row, alpha, and whether FA2's exp2f may run
+  // as MUFU.EX2 alone for the warp's whole block. exp2f (without fast math)
+  // is MUFU.EX2 behind a test: an exponent below -126, whose power of two
+  // MUFU would flush to zero, is halved and the result squared. For scale_log2
+  // > 0 the exponent RN(RN(s * scale_log2) - max_scaled) rises with s, so the
+  // row's lowest score has its lowest exponent (a NaN exponent goes straight
+  // to MUFU either way): when no row of the warp has one below -126, the
+  // test and its two predicated FMULs (three instructions a score) can go.
+  // The lowest score comes from a tree beside the max's (one instruction a
+  // score), so the vote is ready when the exponents are.
+  float max_scaled[Slabs][2];
+  bool bare = Bare && p.scale_log2 > 0.f;
 #pragma unroll
   for (int slab = 0; slab < Slabs; ++slab)
 #pragma unroll
@@ -222,23 +242,40 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
         const float current = (Masking && Causal && m == -INFINITY) ? 0.f : m;
         alpha[slab][h] = exp2f(__fmul_rn(__fsub_rn(previous, current), p.scale_log2));
       }
-      const float max_scaled = m == -INFINITY ? 0.f : __fmul_rn(m, p.scale_log2);
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-        for (int r = 2 * h; r < 2 * h + 2; ++r)
-          s[slab][j][r] = exp2f(__fsub_rn(__fmul_rn(s[slab][j][r], p.scale_log2), max_scaled));
-      // This thread's columns 8j + 2t, 8j + 2t + 1, in order; later blocks
-      // fuse the rescale with the first addition (nvcc contracts it in PyTorch's build).
-      float sum = first ? s[slab][0][2 * h] : __fmaf_rn(alpha[slab][h], rs.sum[slab][h], s[slab][0][2 * h]);
-      sum = __fadd_rn(sum, s[slab][0][2 * h + 1]);
-#pragma unroll
-      for (int j = 1; j < BN / 8; ++j) {
-        sum = __fadd_rn(sum, s[slab][j][2 * h]);
-        sum = __fadd_rn(sum, s[slab][j][2 * h + 1]);
-      }
-      rs.sum[slab][h] = sum;
+      max_scaled[slab][h] = m == -INFINITY ? 0.f : __fmul_rn(m, p.scale_log2);
+      if constexpr (Bare)
+        bare &= !(__fsub_rn(__fmul_rn(lowest[slab][h], p.scale_log2), max_scaled[slab][h]) < -126.f);
     }
+  // S overwritten by its exponentials, and this thread's columns 8j + 2t,
+  // 8j + 2t + 1 added to the row sums in order; later blocks fuse the rescale
+  // with the first addition (nvcc contracts it in PyTorch's build).
+  const auto exponentiate = [&](auto exp2) {
+#pragma unroll
+    for (int slab = 0; slab < Slabs; ++slab)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+          for (int r = 2 * h; r < 2 * h + 2; ++r)
+            s[slab][j][r] = exp2(__fsub_rn(__fmul_rn(s[slab][j][r], p.scale_log2), max_scaled[slab][h]));
+        float sum = first ? s[slab][0][2 * h] : __fmaf_rn(alpha[slab][h], rs.sum[slab][h], s[slab][0][2 * h]);
+        sum = __fadd_rn(sum, s[slab][0][2 * h + 1]);
+#pragma unroll
+        for (int j = 1; j < BN / 8; ++j) {
+          sum = __fadd_rn(sum, s[slab][j][2 * h]);
+          sum = __fadd_rn(sum, s[slab][j][2 * h + 1]);
+        }
+        rs.sum[slab][h] = sum;
+      }
+  };
+  if (Bare && __all_sync(0xffffffff, bare))
+    exponentiate([](float x) {
+      asm("ex2.approx.ftz.f32 %0, %0;" : "+f"(x));  // MUFU.EX2, what exp2f runs for x >= -126
+      return x;
+    });
+  else
+    exponentiate([](float x) { return exp2f(x); });
 }
 
 // O rescaled by the block's alpha (softmax_block), before its P V is added.

@@ -289,8 +289,11 @@ __global__ void __launch_bounds__(warpgroup_threads * (1 + consumers), 1)
     hopper::registers_grow<160>();  // (24 + 3 * 160) * 128 registers <= 64K
     const int consumer = warpgroup - 1, warp = threadIdx.x / 32 % 4;
     const int first_row[1] = {m_block * L::rows + consumer * 64 + warp * 16};
-    const key_block_range blocks =
+    key_block_range blocks =
         key_block_range::of<BN, Causal>(fa2_row_block(m_block * L::rows + consumer * 64), p.query_rows, p.key_rows);
+    // A consumer whose rows all lie past N (in the last row block) computes
+    // nothing: its turns pass at once, as for K/V blocks it does not visit.
+    if (m_block * L::rows + consumer * 64 >= p.query_rows) blocks.count = 0;
     row_state<D, 1> rs;
     rs.clear();
     if (visits > 0) {  // else every row is masked: O = 0, L = +inf, as FA2

@@ -141,7 +141,7 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
   // stabilized variants, whose second-largest tree already delays the
   // exponentials, it measured -3% to +2%, and it made the causal d 64
   // across-blocks kernel spill (docs/performance.md).
-  constexpr bool Bare = !Second;
+  constexpr bool TryBare = !Second;
   // The block's row maxima, the rows side by side so that their shuffles
   // overlap. The stabilized variant also keeps each row's second largest
   // score: the paper's Algorithm 3 replaces a block maximum reached more
@@ -165,7 +165,7 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
       for (int i = 0; i < n; i += 2) {
         const float x = s[slab][i / 2][2 * h], y = s[slab][i / 2][2 * h + 1];
         top[i] = fmaxf(x, y);
-        if constexpr (Bare) low[i] = fminf(x, y);
+        if constexpr (TryBare) low[i] = fminf(x, y);
         if constexpr (Second) next[i] = min_nan(x, y);
       }
 #pragma unroll
@@ -174,10 +174,10 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
         for (int i = 0; i < n; i += 2 * width) {
           if constexpr (Second) next[i] = fmaxf(fmaxf(next[i], next[i + width]), min_nan(top[i], top[i + width]));
           top[i] = fmaxf(top[i], top[i + width]);
-          if constexpr (Bare) low[i] = fminf(low[i], low[i + width]);
+          if constexpr (TryBare) low[i] = fminf(low[i], low[i + width]);
         }
       block_max[slab][h] = top[0];
-      if constexpr (Bare) lowest[slab][h] = low[0];
+      if constexpr (TryBare) lowest[slab][h] = low[0];
       if constexpr (Second) second[slab][h] = next[0];
     }
 #pragma unroll
@@ -228,7 +228,7 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
   // The lowest score comes from a tree beside the max's (one instruction a
   // score), so the vote is ready when the exponents are.
   float max_scaled[Slabs][2];
-  bool bare = Bare && p.scale_log2 > 0.f;
+  bool bare = TryBare && p.scale_log2 > 0.f;
 #pragma unroll
   for (int slab = 0; slab < Slabs; ++slab)
 #pragma unroll
@@ -243,7 +243,7 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
         alpha[slab][h] = exp2f(__fmul_rn(__fsub_rn(previous, current), p.scale_log2));
       }
       max_scaled[slab][h] = m == -INFINITY ? 0.f : __fmul_rn(m, p.scale_log2);
-      if constexpr (Bare)
+      if constexpr (TryBare)
         bare &= !(__fsub_rn(__fmul_rn(lowest[slab][h], p.scale_log2), max_scaled[slab][h]) < -126.f);
     }
   // S overwritten by its exponentials, and this thread's columns 8j + 2t,
@@ -269,7 +269,7 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
         rs.sum[slab][h] = sum;
       }
   };
-  if (Bare && __all_sync(0xffffffff, bare))
+  if (TryBare && __all_sync(0xffffffff, bare))
     exponentiate([](float x) {
       asm("ex2.approx.ftz.f32 %0, %0;" : "+f"(x));  // MUFU.EX2, what exp2f runs for x >= -126
       return x;

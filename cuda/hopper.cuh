@@ -37,12 +37,15 @@ __device__ __forceinline__ uint64_t swizzled_descriptor(uint32_t address, uint32
 // D (m64nN, fp32, accumulator layout) += A B, one k16 step. wgmma_ss: A and
 // B both K-major from shared memory (A: 64 rows, B: N rows). wgmma_rs_b_mn_major:
 // A from registers in mma.sync's m16n8k16 A layout (warp w of the warpgroup
-// holds rows 16w..16w + 15), B [16][N] MN-major from shared memory. The
-// accumulator is always read (scale-d 1): a chain starts from zeros, as
-// mma.sync's does. The caller brackets steps with warpgroup_arrive, commit
-// and wait.
+// holds rows 16w..16w + 15), B [16][N] MN-major from shared memory.
+// wgmma_rs_b_mn_major always reads the accumulator (scale-d 1): a chain
+// starts from zeros, as mma.sync's does. wgmma_ss reads it when accumulate
+// is true; a chain's first step with accumulate false (scale-d 0) needs no
+// zeroed registers, and is what ptxas made of a first step onto zeros in
+// every S chain of our kernels (HGMMA ... RZ, !UPT). The caller brackets
+// steps with warpgroup_arrive, commit and wait.
 template <int N>
-__device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], uint64_t a, uint64_t b);
+__device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], uint64_t a, uint64_t b, bool accumulate);
 template <int N>
 __device__ __forceinline__ void wgmma_rs_b_mn_major(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t b);
 // Tells the compiler the registers change under it (wgmma writes them
@@ -52,9 +55,9 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N / 8][4]);
 
 // The operand lists are written out: PTX names every register.
 template <>
-__device__ __forceinline__ void wgmma_ss<64>(float (&d)[8][4], uint64_t a, uint64_t b) {
+__device__ __forceinline__ void wgmma_ss<64>(float (&d)[8][4], uint64_t a, uint64_t b, bool accumulate) {
   asm volatile(
-      "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, 1, 0;\n"
+      "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, accumulate, 1, 1, 0, 0;\n}\n"
       : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
         "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
@@ -64,7 +67,7 @@ __device__ __forceinline__ void wgmma_ss<64>(float (&d)[8][4], uint64_t a, uint6
         "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
         "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
         "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-      : "l"(a), "l"(b));
+      : "l"(a), "l"(b), "r"(uint32_t(accumulate)));
 }
 
 template <>
@@ -98,9 +101,9 @@ __device__ __forceinline__ void fence_accumulators<64>(float (&d)[8][4]) {
 }
 
 template <>
-__device__ __forceinline__ void wgmma_ss<128>(float (&d)[16][4], uint64_t a, uint64_t b) {
+__device__ __forceinline__ void wgmma_ss<128>(float (&d)[16][4], uint64_t a, uint64_t b, bool accumulate) {
   asm volatile(
-      "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, 1, 0;\n"
+      "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, accumulate, 1, 1, 0, 0;\n}\n"
       : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
         "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
@@ -118,7 +121,7 @@ __device__ __forceinline__ void wgmma_ss<128>(float (&d)[16][4], uint64_t a, uin
         "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
         "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
         "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-      : "l"(a), "l"(b));
+      : "l"(a), "l"(b), "r"(uint32_t(accumulate)));
 }
 
 template <>

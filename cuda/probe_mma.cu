@@ -309,7 +309,7 @@ __global__ void kernel_wgmma_wide(const uint16_t* a_all, const uint16_t* b_all, 
     hopper::warpgroup_arrive();
     if constexpr (SharedA) {
       hopper::wgmma_ss<N>(d, hopper::swizzled_descriptor(a_address + 32 * step, 16, 1024),
-                          hopper::swizzled_descriptor(b_address + 32 * step, 16, 1024));
+                          hopper::swizzled_descriptor(b_address + 32 * step, 16, 1024), true);
     } else {
       uint32_t ra[4];
       load_a_fragment(a, warp * 16, lane, ra);

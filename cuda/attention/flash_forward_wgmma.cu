@@ -433,8 +433,8 @@ struct wgmma_structure {
     // blocks (tile_schedule), so that the producer loads the next one's Q, K
     // and V while the consumers finish one. Under the causal mask, whose row
     // blocks differ in length, a thread block a row block, the longest first,
-    // which the hardware hands to SMs as they free up: a fixed deal was slower
-    // there (docs/performance.md).
+    // which the hardware hands to SMs as they free up: a fixed deal measured
+    // no faster there (docs/performance.md).
     int device = 0, sms = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)

@@ -2,7 +2,9 @@
 """A few small calls of our three kernels and the indicator variant, in both
 structures (FA2's and wgmma's), for compute-sanitizer on the device
 machine (odd lengths, N = 1, query and key lengths that differ, rows wholly
-masked, NaN and infinite inputs, both head dims, causal and not):
+masked, NaN and infinite inputs, both head dims, causal and not), and calls
+with 160 heads, whose persistent wgmma thread blocks take several row blocks
+each (no mask):
 
     compute-sanitizer --tool memcheck  python3 cuda/attention/sanitize_flash_forward.py
     compute-sanitizer --tool racecheck python3 cuda/attention/sanitize_flash_forward.py
@@ -33,5 +35,13 @@ for d in (64, 128):
                     calls += 1
                 bitexact_flash.flash_forward_with_indicator(q, k, v, causal, d ** -0.5, 1e-3, structure)
                 calls += 1
+for d in (64, 128):
+    for nq, nk in ((700, 700), (400, 900)):
+        q, k, v = (torch.randn(1, 160, n, d, generator=gen).to("cuda", torch.bfloat16) for n in (nq, nk, nk))
+        for stabilize in (0, 1, 2):
+            bitexact_flash.run_forward("wgmma", q, k, v, False, d ** -0.5, stabilize, 2.0, 1e-3)
+            calls += 1
+        bitexact_flash.flash_forward_with_indicator(q, k, v, False, d ** -0.5, 1e-3, "wgmma")
+        calls += 1
 torch.cuda.synchronize()
 print(f"{calls} calls done")

@@ -369,7 +369,8 @@ __device__ __forceinline__ void write_rows(const row_state<D, Slabs>& rs, const 
 // beta and eps (pytorch_sdpa_flash_sm90_stabilized), 2 the same rule across
 // blocks (pytorch_sdpa_flash_sm90_stabilized_across_blocks). Returns 0, 1 for
 // arguments it does not take (head_dim other than 64 or 128, a count below 1,
-// more than 65535 heads (the grid's y), a null pointer, stabilize other than
+// more than 65535 heads (the grid's y; the wgmma kernel also counts its
+// 192-row blocks of all heads in an int), a null pointer, stabilize other than
 // 0, 1, 2, or 1 and 2 with a scale that is not positive and finite or an eps
 // that is not finite: the tie test looks at each row's second largest score
 // only, exact for those), 2 when the launch failed.

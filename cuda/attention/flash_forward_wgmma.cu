@@ -342,7 +342,6 @@ __global__ void __launch_bounds__(warpgroup_threads * (1 + consumers), 1)
     const uint32_t o_tile = base + L::o + consumer * 64 * 128;
     int loaded = 0, q_loads = 0;
     row_state<D, 1> rs;
-#pragma unroll 1
     for (int k = 0; k < schedule.count(); ++k) {
       int m_block, head;
       schedule.tile<Causal>(k, m_block, head);

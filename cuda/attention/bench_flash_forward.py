@@ -12,7 +12,7 @@ warm-up calls; TFLOP/s counts 4 B H N^2 d flops, half of it under the causal
 mask (FlashAttention's convention). PyTorch flash and our six kernels are
 timed in turns within each repeat, the order rotated from repeat to repeat;
 cuDNN is timed on its own afterwards: a kernel timed right after cuDNN's
-(about twice the others' power) ran up to 8% slower (docs/performance.md).
+(about twice the others' power) ran slower (docs/performance.md).
 Prints a Markdown table for docs/performance.md with the GPU, driver, CUDA
 and PyTorch versions.
 """

@@ -46,7 +46,7 @@ def _library_path():
     if explicit:
         return explicit
     sources = [os.path.join(_here, name) for name in ("flash_forward.cu", "flash_forward_wgmma.cu")]
-    headers = [os.path.join(_here, "flash_softmax.cuh"), os.path.join(_here, "..", "hopper.cuh")]
+    headers = sorted(glob.glob(os.path.join(_here, "*.cuh"))) + [os.path.join(_here, "..", "hopper.cuh")]
     # A CMake build of these very sources (not one older than them), else our own nvcc build of them.
     built = sorted(glob.glob(os.path.join(_here, "..", "..", "build*", "cuda", "libbitexact_flash_attention.so")))
     newest = max(os.path.getmtime(path) for path in sources + headers)
@@ -67,9 +67,9 @@ def _library_path():
 
 _lib = ctypes.CDLL(_library_path())
 # The kernels' structures, by name: each has a forward and an indicator entry
-# point with the same arguments (flash_softmax.cuh, flash::forward). Both give
-# the same bits (cuda/attention/check_flash_forward.py); the custom operator,
-# the swap and the indicator use the faster, wgmma (docs/performance.md).
+# point with the same arguments (flash_api.cuh). Both give the same bits
+# (cuda/attention/check_flash_forward.py); the custom operator, the swap and
+# the indicator use the faster, wgmma (docs/performance.md).
 STRUCTURES = {"fa2": "bitexact_flash_forward", "wgmma": "bitexact_flash_forward_wgmma"}
 FASTEST = "wgmma"
 for _entry in STRUCTURES.values():

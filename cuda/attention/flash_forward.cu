@@ -17,7 +17,9 @@
 //
 // cuda/attention/check_flash_forward.py compares it with PyTorch and captures
 // it for the emulator on the device machine.
+#include "flash_api.cuh"
 #include "flash_softmax.cuh"
+#include "flash_tiles.cuh"
 
 namespace {
 
@@ -91,7 +93,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
 }
 
 // Not volatile: it reads and writes registers only, so ptxas may interleave
-// it with the softmax's instructions (measured: 2-3% at d = 128, same bits).
+// it with the softmax's instructions (faster at d = 128, same bits).
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -197,7 +199,7 @@ __global__ void __launch_bounds__(threads, 2) flash_forward_kernel(const forward
   write_rows<D, 2, Count>(rs, p, head, first_row);
 }
 
-// The FA2-structure kernel of one head dim, mask and rule (flash::entry_points dispatches to it).
+// The FA2-structure kernel of one head dim, mask and rule (flash::forward dispatches to it).
 template <int D, bool Causal, stabilization Rule, bool Count>
 struct fa2_structure {
   static int launch(const forward_params& p, int heads, cudaStream_t stream) {
@@ -213,7 +215,7 @@ struct fa2_structure {
 
 }  // namespace
 
-// The host API (its contract: flash_softmax.cuh, flash::forward).
+// The host API (its contract: flash_api.cuh).
 extern "C" int bitexact_flash_forward(const void* q, const void* k, const void* v, void* o, float* lse, int heads,
                                       int query_rows, int key_rows, int head_dim, int causal, float scale,
                                       int stabilize, float beta, float eps, cudaStream_t stream) {

@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <bitexact/attention/repeated_max.hpp>
+#include <bitexact/attention/kernels.hpp>
 #include <algorithm>
 #include <random>
 #include <vector>

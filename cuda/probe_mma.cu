@@ -10,7 +10,7 @@
 // neighbouring zero-term exponents.
 //
 // Then the wgmma shapes and operand sources of our wgmma attention kernel
-// (cuda/attention/flash_forward_wgmma.cu, through cuda/hopper.cuh):
+// (cuda/attention/wgmma_kernel.cuh, through cuda/hopper.cuh):
 // m64n64k16 and m64n128k16 with A and B K-major from 128-byte-swizzled
 // shared memory (S = Q K^T), and with A from registers and B MN-major (O +=
 // P V). Each m64n8 tile is laid into all N / 8 column chunks of the wide

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <bitexact/attention/rounding_sites.hpp>
+#include <bitexact/attention/kernels.hpp>
 #include <bitexact/hardware/mufu_tables.hpp>
 
 #include "bias_rows.hpp"

@@ -20,6 +20,7 @@
 
 #include <bitexact/attention/flash_backward.hpp>
 #include <bitexact/attention/flash_forward.hpp>
+#include <bitexact/attention/kernels.hpp>
 #include <bitexact/hardware/mufu_tables.hpp>
 #include <bitexact/testing/synthetic_heads.hpp>
 

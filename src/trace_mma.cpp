@@ -11,6 +11,7 @@
 
 #include <bitexact/core/operations.hpp>
 #include <bitexact/hardware/alu.hpp>
+#include <bitexact/hardware/gpu.hpp>
 #include <bitexact/hardware/mma.hpp>
 #include <bitexact/trace/parse.hpp>
 #include <bitexact/trace/render.hpp>
@@ -137,6 +138,20 @@ int run_step(const mma_options& options, const std::vector<parsed_operand>& a_op
   return 0;
 }
 
+// --unit's help: every unit of the GPU records (hardware/gpu.hpp) and the instruction it models.
+const std::string& unit_help() {
+  static const std::string help = [] {
+    std::string text = "the tensor core (default sm90):";
+    for (const architecture& a : architectures)
+      for (const tensor_core_instruction& i : a.tensor_cores)
+        text += fmt::format("\n  {}: {} on {}: {} products a step, {} bits kept\n    below 2^e_max; {}",
+                            i.unit_name, i.instruction, a.name, i.unit.products_per_step, i.unit.kept_fraction_bits,
+                            i.evidence);
+    return text;
+  }();
+  return help;
+}
+
 }  // namespace
 
 int trace_mma_command(const arguments& args) {
@@ -146,14 +161,13 @@ int trace_mma_command(const arguments& args) {
   std::vector<option> table = environment_option_table(rounding, false);
   for (option& o : table) o.help = {};
   table.insert(table.end(), {
-      {"--unit", "sm90|sm80",
-       "the tensor core: sm90 (default; Hopper: 16 products a step, 25 bits\n"
-       "kept below 2^e_max, probed on an H200) or sm80 (Ampere: 8 products,\n"
-       "24 bits; from the literature, not probed here)",
+      {"--unit", "UNIT", unit_help(),
        [&](std::string_view unit) {
-         if (unit == "sm90") options.unit = sm90_tensor_core;
-         else if (unit == "sm80") options.unit = sm80_tensor_core;
-         else refuse_value("sm90 or sm80", unit);
+         try {
+           options.unit = find_tensor_core_unit(unit).unit;
+         } catch (const std::invalid_argument&) {
+           refuse_value("a tensor-core unit: " + tensor_core_unit_names(), unit);
+         }
          options.unit_name = unit;
        }},
       {"--from", "FORMAT", "format of unprefixed values of A and B: bf16 (default) or fp16",

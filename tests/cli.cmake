@@ -254,7 +254,7 @@ bitexact_cli_test(trace_mma_sm80_window ARGS trace mma 0x1p-12,0x1p-12,0x1p-12,0
   0x1p-13,0x1p-13,0x1p-13,0x1p-13,0,0,0,0 1 --unit sm80 CONTAINS "8 products + C" "2^-24" "fp32:0x3F800000")
 bitexact_cli_test(trace_mma_json ARGS trace mma "1,${mma_small}" "1,${mma_alternating}" 0 --output json
   CONTAINS "\"operation\": \"fused_multiply_add_step\"" "\"max_exponent\": 0, \"lsb_exponent\": -25")
-bitexact_cli_test(trace_mma_help ARGS trace mma --help CONTAINS "usage: bitexact trace mma A B C" "--unit sm90|sm80"
+bitexact_cli_test(trace_mma_help ARGS trace mma --help CONTAINS "usage: bitexact trace mma A B C" "--unit UNIT" "sm80: mma.sync m16n8k16 on sm_80"
   "nothing is padded")
 bitexact_cli_test(error_trace_mma_count RC 2 ARGS trace mma 1,1 1,1 0 ONE_LINE_ERROR
   ERROR_CONTAINS "the sm90 unit sums 16 products a step; A has 2 values and B 2")
@@ -473,6 +473,17 @@ bitexact_cli_test(attention_agrees_split_kernel ARGS attention ${n1000}/q.npy ${
   --batch-heads 1,4 --expect-o ${n1000}/o.npy --expect-lse ${n1000}/lse.npy
   CONTAINS "4 splits (the heuristic's for B 1, H 4, from --batch-heads), tiles 64 rows x 256 keys, 4 K/V blocks"
   "O: 64000 elements compared, 0 mismatches\nL: 1000 elements compared, 0 mismatches\n")
+# The same head on an H100 PCIe's 114 SMs: PyTorch's heuristic takes 2 splits there, and the bits differ from
+# the H100 SXM's capture; the names come from the GPU records.
+bitexact_cli_test(attention_gpu_decides_split_count RC 1 ARGS attention ${n1000}/q.npy ${n1000}/k.npy ${n1000}/v.npy
+  --batch-heads 1,4 --gpu h100_pcie --expect-o ${n1000}/o.npy
+  CONTAINS "2 splits (the heuristic's for B 1, H 4, from --batch-heads), tiles 64 rows x 256 keys")
+bitexact_cli_test(attention_gpu_h200_is_the_captures ARGS attention ${n1000}/q.npy ${n1000}/k.npy ${n1000}/v.npy
+  --batch-heads 1,4 --gpu h200 --expect-o ${n1000}/o.npy CONTAINS "O: 64000 elements compared, 0 mismatches")
+bitexact_cli_test(attention_error_unknown_gpu RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy --gpu a100
+  ONE_LINE_ERROR ERROR_CONTAINS "--gpu: unknown GPU 'a100'; the GPUs are: h100_sxm, h100_pcie, h200")
+bitexact_cli_test(attention_help_lists_gpus ARGS attention --help CONTAINS "--gpu NAME"
+  "h100_pcie: NVIDIA H100 PCIe (sm_90, 114 SMs)")
 # The n17 head twice as [1, 2, 17, 64]: every head computed, the split count from the files' own B and H.
 bitexact_cli_test(attention_agrees_four_dimensional ARGS attention ${attention_small}/attention_b1h2_q.npy
   ${attention_small}/attention_b1h2_k.npy ${attention_small}/attention_b1h2_v.npy --causal
@@ -541,7 +552,7 @@ bitexact_cli_test(attention_error_across_blocks_scale RC 2 ARGS attention ${n17}
 bitexact_cli_test(attention_stabilized_beta ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy --causal
   --preset=pytorch_sdpa_flash_sm90_stabilized --beta 7 --eps 0.01 CONTAINS "stabilized softmax: beta 7, eps 0.01")
 bitexact_cli_test(attention_error_beta_without_stabilized RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
-  --beta 2 ONE_LINE_ERROR ERROR_CONTAINS "--beta sets the stabilized softmax; it needs --preset pytorch_sdpa_flash_sm90_stabilized")
+  --beta 2 ONE_LINE_ERROR ERROR_CONTAINS "--beta sets the stabilized softmax; it needs a stabilized preset (pytorch_sdpa_flash_sm90_stabilized, ")
 bitexact_cli_test(attention_error_beta_below_one RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
   --preset pytorch_sdpa_flash_sm90_stabilized --beta 0.5 ONE_LINE_ERROR ERROR_CONTAINS "--beta expects a finite decimal of at least 1")
 bitexact_cli_test(attention_error_negative_eps RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
@@ -568,7 +579,7 @@ bitexact_cli_test(attention_paper_reference_is_not_the_kernel RC 1 ARGS attentio
   CONTAINS "preset paper_reference: the paper's flash attention in PyTorch (attention.py, under bf16 autocast), tiles 512 rows x 512 keys, 2 K/V blocks"
   "O: 64000 elements compared, 26170 mismatches")
 bitexact_cli_test(attention_error_no_autocast RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy --no-autocast
-  ONE_LINE_ERROR ERROR_CONTAINS "--no-autocast changes the paper_reference and paper_reference_stabilized presets only")
+  ONE_LINE_ERROR ERROR_CONTAINS "--no-autocast changes the paper_reference, paper_reference_stabilized presets only")
 bitexact_cli_test(attention_error_paper_splits RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
   --preset paper_reference --splits 2 ONE_LINE_ERROR
   ERROR_CONTAINS "--splits sets the GPU kernel's split-KV path, which preset paper_reference does not have")
@@ -643,14 +654,14 @@ bitexact_cli_test(attention_error_expect_lse_shape RC 2 ARGS attention ${n17}/q.
   --expect-lse ${n17}/o.npy ONE_LINE_ERROR ERROR_CONTAINS "o.npy: L has shape [17, 64]; expected [17]")
 bitexact_cli_test(attention_error_causal_lengths RC 2 ARGS attention ${n17}/q.npy ${n1000}/k.npy ${n1000}/v.npy --causal
   --preset paper_reference ONE_LINE_ERROR
-  ERROR_CONTAINS "--causal needs as many query rows as key rows for the paper_reference presets" "Q has 17 and K has 1000")
+  ERROR_CONTAINS "--causal needs as many query rows as key rows for preset paper_reference" "Q has 17 and K has 1000")
 bitexact_cli_test(attention_error_unknown_preset RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
   --preset flash3 ONE_LINE_ERROR ERROR_CONTAINS "unknown preset 'flash3'; the presets are: pytorch_sdpa_flash_sm90")
 bitexact_cli_test(attention_error_splits RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy --splits 129
   ONE_LINE_ERROR ERROR_CONTAINS "--splits expects an integer from 1 to 128, not '129'")
 bitexact_cli_test(attention_error_batch_heads_too_few RC 2 ARGS attention ${attention_small}/attention_b1h2_q.npy
   ${attention_small}/attention_b1h2_k.npy ${attention_small}/attention_b1h2_v.npy --batch-heads 1,1 ONE_LINE_ERROR
-  ERROR_CONTAINS "--batch-heads 1,1 is 1 heads, but the files hold 2")
+  ERROR_CONTAINS "--batch-heads 1,1 is 1 heads, but Q holds 2")
 bitexact_cli_test(attention_error_two_files RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ONE_LINE_ERROR
   ERROR_CONTAINS "expected three .npy files, Q K V, but got 2")
 # --- bias mechanism: the paper's P-bar V rounding bias on one constructed row (docs/bias.md) ----
@@ -858,8 +869,12 @@ set(bwd4096 ${CMAKE_CURRENT_LIST_DIR}/data/attention_backward/d64_n4096_full_nor
 bitexact_cli_test(attention_backward_wrong_buffers RC 1 ARGS attention ${bwd4096}/q.npy ${bwd4096}/k.npy ${bwd4096}/v.npy
   --backward ${bwd4096}/do.npy --forward-o ${bwd4096}/o.npy --forward-lse ${bwd4096}/lse.npy
   --expect-dq ${bwd4096}/dq.npy
-  CONTAINS "132 buffers (B 1, H 1, 132 SMs)" "dQ: 262144 elements compared, 40 mismatches"
-  "first mismatch in dQ at [3, 56] (row, col)" "the count is ceil(132 / (B H))")
+  CONTAINS "132 buffers (B 1, H 1, h100_sxm: 132 SMs)" "dQ: 262144 elements compared, 40 mismatches"
+  "first mismatch in dQ at [3, 56] (row, col)" "the count is ceil(SMs / (B H))")
+# On an H100 PCIe the same call deals dQ to 114 buffers.
+bitexact_cli_test(attention_backward_gpu_buffers RC 1 ARGS attention ${bwd4096}/q.npy ${bwd4096}/k.npy ${bwd4096}/v.npy
+  --backward ${bwd4096}/do.npy --forward-o ${bwd4096}/o.npy --forward-lse ${bwd4096}/lse.npy
+  --expect-dq ${bwd4096}/dq.npy --gpu h100_pcie CONTAINS "114 buffers (B 1, H 1, h100_pcie: 114 SMs)")
 bitexact_cli_test(attention_error_backward_files_alone RC 2 ARGS attention ${bwd}/q.npy ${bwd}/k.npy ${bwd}/v.npy
   --expect-dq ${bwd}/dq.npy ONE_LINE_ERROR ERROR_CONTAINS "belong to the backward pass; give --backward DO.npy")
 bitexact_cli_test(attention_error_backward_other_kernel RC 2 ARGS attention ${bwd}/q.npy ${bwd}/k.npy ${bwd}/v.npy

@@ -83,6 +83,9 @@ add_test(NAME layering
 # Above the library, the command and the Python binding use only its public names.
 add_test(NAME private_names
   COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -P ${CMAKE_CURRENT_LIST_DIR}/private_names.cmake)
+# A GPU's SM count lives in its record (hardware/gpu.hpp) alone.
+add_test(NAME sm_counts
+  COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -P ${CMAKE_CURRENT_LIST_DIR}/sm_counts.cmake)
 
 # Every header compiled alone, each in its own translation unit (twice, so a
 # missing #pragma once shows too). doctest.hpp needs doctest, which the tests have.

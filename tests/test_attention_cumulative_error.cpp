@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <bitexact/attention/cumulative_error.hpp>
+#include <bitexact/attention/kernels.hpp>
 #include <cmath>
 #include <set>
 #include <vector>

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <bitexact/attention/explain.hpp>
+#include <bitexact/attention/kernels.hpp>
 #include <string>
 #include <vector>
 

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <bitexact/attention/repeated_max.hpp>
+#include <bitexact/attention/kernels.hpp>
 #include <algorithm>
 #include <atomic>
 #include <cmath>

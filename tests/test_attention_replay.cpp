@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <bitexact/attention/flash_forward.hpp>
+#include <bitexact/attention/kernels.hpp>
 #include <bitexact/core/checksum.hpp>
 #include <cstdio>
 #include <fstream>

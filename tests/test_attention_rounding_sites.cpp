@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <bitexact/attention/rounding_sites.hpp>
+#include <bitexact/attention/kernels.hpp>
 #include <cstdint>
 #include <random>
 #include <vector>

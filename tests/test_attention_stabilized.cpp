@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <bitexact/attention/flash_forward.hpp>
+#include <bitexact/attention/kernels.hpp>
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <bitexact/attention/flash_forward.hpp>
+#include <bitexact/attention/kernels.hpp>
 #include <bitexact/testing/synthetic_heads.hpp>
 #include <cmath>
 #include <map>

@@ -9,7 +9,7 @@
 // wgmma share: in each 16-row slab, rows g and g + 8 (half h) of its warp's
 // slab, columns 8j + 2t and 8j + 2t + 1 (g = lane / 4, t = lane % 4). The FA2
 // kernel (flash_forward.cu) gives each warp two slabs, the wgmma kernel
-// (flash_forward_wgmma.cu) one; every function here takes the slabs a thread
+// (wgmma_kernel.cuh) one; every function here takes the slabs a thread
 // holds, so both run the same instructions on each row.
 #pragma once
 

@@ -48,8 +48,10 @@ def test_flash_attention_matches_the_emulator(causal):
     q, k, v = (random_bf16((batch, heads, n, d), seed) for seed in (3, 4, 5))
     # The flash backend itself (not whichever SDPA picks), returning the log-sum-exp too.
     o, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False)[:2]
-    model_o, model_lse = bitexact.attention(q.cpu(), k.cpu(), v.cpu(), causal=causal,
-                                            sm_count=torch.cuda.get_device_properties(0).multi_processor_count)
+    # The GPU record with this GPU's SM count: it decides PyTorch's split count.
+    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
+    gpu = next(name for name, _summary, sms, _arch in bitexact.list_gpus() if sms == sm_count)
+    model_o, model_lse = bitexact.attention(q.cpu(), k.cpu(), v.cpu(), causal=causal, gpu=gpu)
     assert assert_bitexact(o.cpu(), model_o, format="bf16") == o.numel()
     assert assert_bitexact(lse.cpu().contiguous().view(torch.int32), model_lse,
                                             format="fp32") == lse.numel()

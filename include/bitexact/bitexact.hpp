@@ -4,8 +4,10 @@
 // doctest glue, testing/doctest.hpp, needs doctest and is included by itself.
 #pragma once
 
+#include "attention/call.hpp"
 #include "attention/explain.hpp"
 #include "attention/flash_forward.hpp"
+#include "attention/kernels.hpp"
 #include "attention/paper_reference.hpp"
 #include "attention/repeated_max.hpp"
 #include "attention/shape.hpp"
@@ -14,6 +16,7 @@
 #include "core/operations.hpp"
 #include "core/round.hpp"
 #include "hardware/alu.hpp"
+#include "hardware/gpu.hpp"
 #include "hardware/libdevice.hpp"
 #include "hardware/mma.hpp"
 #include "hardware/mufu.hpp"

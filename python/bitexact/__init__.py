@@ -558,6 +558,15 @@ def cvt(instruction, x, lo=None):
 
 # ---------------------------------------------------------------- attention
 
+# The GPU records (hardware/gpu.hpp): gpu= of the attention functions takes a name; the first is the default.
+GPUS = tuple(name for name, _summary, _sm_count, _arch in _bitexact._gpus())
+
+
+def list_gpus():
+    """Every GPU record as (name, summary, SM count, architecture), the default first (`bitexact attention --help`)."""
+    return list(_bitexact._gpus())
+
+
 # The registry's presets (attention/kernels.hpp), in its order; the first is the default.
 _PRESETS = tuple(_bitexact._attention_presets())
 ATTENTION_PRESETS = tuple(name for name, _summary in _PRESETS)
@@ -599,7 +608,7 @@ def _attention_operands(q, k, v):
     return q, k, v
 
 
-def attention(q, k, v, *, preset=None, kernel=None, causal=False, scale=None, splits=None, sm_count=132,
+def attention(q, k, v, *, preset=None, kernel=None, causal=False, scale=None, splits=None, gpu=None,
               batch_heads=None, beta=None, eps=None, autocast=True):
     """The flash-attention forward pass as a preset or a kernel description computes it; (o, lse).
 
@@ -615,23 +624,25 @@ def attention(q, k, v, *, preset=None, kernel=None, causal=False, scale=None, sp
 
     scale: the softmax scale (default PyTorch's 1/sqrt(d), or d ** -0.5 for the paper
     presets). GPU kernels only: splits (the split-KV count instead of PyTorch's heuristic;
-    kernels with FA2's split-KV path), sm_count, batch_heads=(B, H) of the call the heads
-    came from (the heuristic counts the whole call). beta, eps: the stabilized rule's
-    (default the kernel's own: 2 and 1e-3 for the stabilized presets; ignored by kernels
-    without the rule); autocast: the paper presets under torch.autocast (True) or not.
+    kernels with FA2's split-KV path), gpu (a name of GPUS, default the first, h100_sxm:
+    its SM count feeds the heuristic), batch_heads=(B, H) of the call the heads came from
+    (the heuristic counts the whole call). beta, eps: the stabilized rule's (default the
+    kernel's own: 2 and 1e-3 for the stabilized presets; other models raise ValueError);
+    autocast: the paper presets under torch.autocast (True) or not (False; other models
+    raise ValueError).
     """
     kernel = _kernel_text(kernel)
     q, k, v = _attention_operands(q, k, v)
     n, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
     batch, heads = q.shape[:2] if q.ndim == 4 else (1, 1)
     flat = [np.ascontiguousarray(x).reshape(-1) for x in (q, k, v)]
-    o, lse = _bitexact._attention(*flat, batch, heads, n, n_k, d, causal, scale, splits, sm_count,
+    o, lse = _bitexact._attention(*flat, batch, heads, n, n_k, d, causal, scale, splits, gpu,
                                   None if batch_heads is None else tuple(batch_heads), preset, kernel, beta, eps,
                                   autocast)
     return o.reshape(q.shape), lse.reshape(q.shape[:-1])
 
 
-def attention_backward(q, k, v, o, lse, d_o, *, causal=False, scale=None, batch_heads=None, sm_count=132):
+def attention_backward(q, k, v, o, lse, d_o, *, causal=False, scale=None, batch_heads=None, gpu=None):
     """PyTorch's flash-attention backward pass as the H100 runs it (torch 2.11's FA2 kernels,
     under torch.use_deterministic_algorithms(True)), bit for bit: a dict of dq, dk, dv (bf16
     bits, shaped like q, k, v) and delta = rowsum(dO * O) (fp32 bits, shaped like lse).
@@ -640,8 +651,8 @@ def attention_backward(q, k, v, o, lse, d_o, *, causal=False, scale=None, batch_
     bits; o and lse the forward's (attention(..., preset="pytorch_sdpa_flash_sm90") gives
     PyTorch flash's), lse fp32 bits (or float32) [B, H, N]. causal: flash-attention's mask,
     bottom-right aligned. scale: the softmax scale (default 1/sqrt(d)). dQ's additions are
-    dealt to ceil(sm_count / (B H)) buffers, B and H those of the call the heads came from
-    (batch_heads=(B, H); default the arrays' own).
+    dealt to ceil(SMs / (B H)) buffers, the SMs of gpu (a name of GPUS, default h100_sxm), B and
+    H those of the call the heads came from (batch_heads=(B, H); default the arrays' own).
     """
     q, k, v = _attention_operands(q, k, v)
     o, d_o = as_bits(o, "bf16", "o"), as_bits(d_o, "bf16", "d_o")
@@ -653,17 +664,15 @@ def attention_backward(q, k, v, o, lse, d_o, *, causal=False, scale=None, batch_
         raise ValueError(f"attention_backward: lse has shape {lse.shape}; expected {q.shape[:-1]} (one value a query row)")
     n, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
     batch, heads = q.shape[:2] if q.ndim == 4 else (1, 1)
-    if not isinstance(sm_count, (int, np.integer)) or sm_count < 1:
-        raise ValueError(f"attention_backward: sm_count is a positive integer, not {sm_count!r}")
     flat = [np.ascontiguousarray(x).reshape(-1) for x in (q, k, v, o, lse, d_o)]
-    dq, dk, dv, delta = _bitexact._attention_backward(*flat, batch, heads, n, n_k, d, causal, scale, int(sm_count),
+    dq, dk, dv, delta = _bitexact._attention_backward(*flat, batch, heads, n, n_k, d, causal, scale, gpu,
                                                       None if batch_heads is None else tuple(batch_heads))
     return {"dq": dq.reshape(q.shape), "dk": dk.reshape(k.shape), "dv": dv.reshape(k.shape),
             "delta": delta.reshape(q.shape[:-1])}
 
 
 def attention_row(q, k, v, row, *, col=None, style="text", preset=None, kernel=None, causal=False, scale=None,
-                  splits=None, sm_count=132, batch_heads=None, beta=None, eps=None):
+                  splits=None, gpu=None, batch_heads=None, beta=None, eps=None):
     """One query row of one head ([N, d] operands) through a GPU kernel (a preset or kernel=, as
     attention() takes them): a dict of the row's intermediates, every K/V block in the order it ran
     (scores, P, bf16(P), the row sums, unnormalised O; bits), each split's end, and the row's o and lse.
@@ -680,7 +689,7 @@ def attention_row(q, k, v, row, *, col=None, style="text", preset=None, kernel=N
         raise ValueError(f"attention_row takes one head: q [N, d], k and v [N_k, d]; got q {q.shape}")
     flat = [np.ascontiguousarray(x).reshape(-1) for x in (q, k, v)]
     return _bitexact._attention_row(*flat, q.shape[0], k.shape[0], q.shape[1], row, -1 if col is None else col,
-                                    causal, scale, splits, sm_count,
+                                    causal, scale, splits, gpu,
                                     None if batch_heads is None else tuple(batch_heads), preset, kernel, beta, eps,
                                     style)
 
@@ -693,7 +702,7 @@ _INDICATOR_ROWS = ("row_max_repeated", "row_p_bar_ones", "row_p_bar_ones_at_fina
 
 
 def repeated_max(s=None, head_dim=None, *, q=None, k=None, preset=None, kernel=None, causal=False, scale=None,
-                 splits=None, sm_count=132, batch_heads=None, beta=None, eps=None, per_row=False):
+                 splits=None, gpu=None, batch_heads=None, beta=None, eps=None, per_row=False):
     """The leading indicator of docs/bias.md per head: a dict of the rows, the rows whose max repeats (two
     keys within eps of it by the stabilized rule's test), the rows where the kernel's bf16 P is exactly 1 at
     two or more keys of one split (and of those, at its final running max), and the most such keys in a row.
@@ -728,7 +737,7 @@ def repeated_max(s=None, head_dim=None, *, q=None, k=None, preset=None, kernel=N
         lead, n, n_k, d = q.shape[:-2], q.shape[-2], k.shape[-2], q.shape[-1]
         operands = (None, np.ascontiguousarray(q).reshape(-1), np.ascontiguousarray(k).reshape(-1))
     batch, heads = lead if lead else (1, 1)
-    out = _bitexact._repeated_max(*operands, batch, heads, n, n_k, d, causal, scale, splits, sm_count,
+    out = _bitexact._repeated_max(*operands, batch, heads, n, n_k, d, causal, scale, splits, gpu,
                                   None if batch_heads is None else tuple(batch_heads), preset, kernel, beta, eps)
     result = {name: (int(out[name][0]) if not lead else out[name].reshape(lead)) for name in _INDICATOR_COUNTS}
     if per_row:

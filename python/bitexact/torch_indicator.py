@@ -25,7 +25,7 @@ def _float32(bits):
 
 
 def repeated_max_torch(s, head_dim, *, preset=None, kernel=None, causal=False, scale=None, splits=None,
-                       sm_count=132, batch_heads=None, beta=None, eps=None, heads_per_chunk=None, per_row=False):
+                       gpu=None, batch_heads=None, beta=None, eps=None, heads_per_chunk=None, per_row=False):
     """bitexact.repeated_max's counts for a float32 tensor s [B, H, N, N_k] or [N, N_k] (the raw scores
     Q K^T), as int64 tensors [B, H] (0-dim for one head) on s's device. heads_per_chunk bounds the memory:
     about six float32 copies of that many heads' scores live at once. The kernel (preset or kernel=) as
@@ -39,7 +39,7 @@ def repeated_max_torch(s, head_dim, *, preset=None, kernel=None, causal=False, s
     batch, heads = lead if lead else (1, 1)
     n, n_k = s.shape[-2:]
     resolved = _bitexact._flash_kernel_parameters(preset, _kernel_text(kernel), batch, heads, n, n_k, head_dim,
-                                                  causal, scale, splits, sm_count,
+                                                  causal, scale, splits, gpu,
                                                   None if batch_heads is None else tuple(batch_heads), beta)
     if resolved.get("across_blocks"):
         raise NotImplementedError("repeated_max_torch: the across-blocks rule is not vectorised; use bitexact.repeated_max")

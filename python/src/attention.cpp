@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <bitexact/attention/call.hpp>
 #include <bitexact/attention/explain.hpp>
 #include <bitexact/attention/flash_backward.hpp>
 #include <bitexact/attention/flash_forward.hpp>
@@ -25,149 +26,66 @@ namespace {
 using attention::attention_shape;
 using attention::flash_kernel;
 
-// What a call computes with: a preset of the registry (attention/kernels.hpp)
-// by name, the first when none is named, or a GPU kernel's description given
-// as JSON (kernel=).
-struct model_choice {
-  const attention::preset* named = nullptr;  // null for a description
-  std::optional<attention::kernel_description> described;
-
-  std::string name() const { return described ? described->name : std::string(named->name); }
-  bool gpu_kernel() const { return described || named->kind == attention::preset_kind::gpu_kernel; }
-  bool is(attention::preset_kind kind) const { return !described && named->kind == kind; }
-  attention::kernel_description description() const { return described ? *described : named->description(); }
-};
-
-model_choice model_of(std::optional<std::string_view> preset_name, const std::optional<std::string>& kernel_json) {
+// What computes: a preset of the registry by name (the first when none is
+// named), or a GPU kernel's description given as JSON (kernel=).
+attention::model_choice model_of(std::optional<std::string_view> preset_name, const std::optional<std::string>& kernel_json) {
   if (preset_name && kernel_json)
     throw std::invalid_argument("preset and kernel both name what computes; give one");
-  if (kernel_json) return {nullptr, attention::kernel_from_json(*kernel_json)};
-  return {preset_name ? &attention::find_preset(*preset_name) : &attention::presets().front(), std::nullopt};
+  if (kernel_json) return attention::model_choice(attention::kernel_from_json(*kernel_json));
+  return preset_name ? attention::model_choice(attention::find_preset(*preset_name)) : attention::model_choice();
 }
 
-// The presets whose arithmetic is FA2's, comma-separated: those the models
-// built on its structure (the traces, the leading indicator) take.
-std::string flash2_preset_names() {
-  std::string names;
-  for (const attention::preset& p : attention::presets())
-    if (p.kind == attention::preset_kind::gpu_kernel && attention::has_flash2_arithmetic(p.description().arithmetic))
-      names += (names.empty() ? "" : ", ") + std::string(p.name);
-  return names;
-}
-
-// Everything a call chooses besides its tensors (the keyword arguments of bitexact.attention).
-struct attention_options {
-  model_choice model;
-  attention_shape shape;         // the tensors' own: batch, heads, rows, keys, head dim, causal
-  attention_shape call_shape;    // the call the split heuristic saw (batch_heads), else shape
-  std::optional<double> scale;
-  std::optional<int> splits;
-  int sm_count = 132;
-  std::optional<double> beta, epsilon;  // the stabilized rule's, else the model's own
-  bool autocast = true;
-};
-
-// A stabilized rule with the call's beta and epsilon where it gave them.
-void apply_rule_options(attention::stabilized_max& rule, const attention_options& options) {
-  if (options.beta) rule.beta = from_double<fp32>(*options.beta).result;
-  if (options.epsilon) rule.epsilon = from_double<fp32>(*options.epsilon).result;
-}
-
-// A GPU kernel's description resolved for the call: its tiles and split count
-// for the call's shape, its scale, the call's rule.
-flash_kernel kernel_of(const attention_options& options) {
-  attention::kernel_description description = options.model.description();
-  if (description.arithmetic.stabilize) apply_rule_options(*description.arithmetic.stabilize, options);
-  if (options.splits && (*options.splits < 1 || *options.splits > 128))
-    throw std::invalid_argument("splits must be from 1 to 128, not " + std::to_string(*options.splits));
-  return attention::resolve(description, options.call_shape, {options.scale, options.sm_count, options.splits});
-}
-
-attention::paper_flash paper_of(const attention_options& options) {
-  attention::paper_flash paper = attention::paper_reference(options.shape, options.scale);
-  paper.autocast = options.autocast;
-  if (options.model.is(attention::preset_kind::paper_reference_stabilized)) {
-    paper.stabilize = attention::stabilized_max{};
-    apply_rule_options(*paper.stabilize, options);
-  }
-  return paper;
-}
-
-attention_options options_of(std::optional<std::string_view> preset_name, const std::optional<std::string>& kernel_json,
-                             int batch, int heads, int query_rows, int key_rows, int head_dim, bool causal,
-                             std::optional<double> scale, std::optional<int> splits, int sm_count,
-                             std::optional<std::pair<int, int>> batch_heads, std::optional<double> beta,
-                             std::optional<double> epsilon, bool autocast) {
-  attention_options o;
-  o.model = model_of(preset_name, kernel_json);
-  o.shape = {1, 1, query_rows, key_rows, head_dim, causal};
-  o.call_shape = {batch, heads, query_rows, key_rows, head_dim, causal};
-  if (batch_heads) {
-    if (static_cast<long long>(batch_heads->first) * batch_heads->second < static_cast<long long>(batch) * heads)
-      throw std::invalid_argument("batch_heads is fewer heads than the tensors hold; give the B and H of the call "
-                                  "the heads came from");
-    o.call_shape.batch = batch_heads->first;
-    o.call_shape.heads = batch_heads->second;
-  }
-  o.scale = scale;
-  o.splits = splits;
-  o.sm_count = sm_count;
-  o.beta = beta;
-  o.epsilon = epsilon;
-  o.autocast = autocast;
-  if (!o.model.gpu_kernel() && (splits || batch_heads))
-    throw std::invalid_argument("splits and batch_heads choose the GPU kernel's split-KV path; preset " +
-                                o.model.name() + " has none");
-  return o;
+// The keyword arguments of bitexact.attention as the library's call (attention/call.hpp), resolved.
+attention::resolved_call call_of(std::optional<std::string_view> preset_name, const std::optional<std::string>& kernel_json,
+                                 int batch, int heads, int query_rows, int key_rows, int head_dim, bool causal,
+                                 std::optional<double> scale, std::optional<int> splits,
+                                 std::optional<std::string_view> gpu_name,
+                                 std::optional<std::pair<int, int>> batch_heads, std::optional<double> beta,
+                                 std::optional<double> epsilon, bool autocast) {
+  attention::attention_call call;
+  call.model = model_of(preset_name, kernel_json);
+  call.shape = {batch, heads, query_rows, key_rows, head_dim, causal};
+  call.batch_heads = batch_heads;
+  call.scale = scale;
+  call.splits = splits;
+  if (gpu_name) call.device = find_gpu(*gpu_name);
+  if (beta) call.beta = from_double<fp32>(*beta).result;
+  if (epsilon) call.epsilon = from_double<fp32>(*epsilon).result;
+  call.autocast = autocast;
+  return attention::resolve_call(call);
 }
 
 // q [heads][query_rows][head_dim], k and v [heads][key_rows][head_dim], flat:
 // (o, lse) as bf16 and fp32 bit patterns, or as doubles for the fp64 paper preset.
 py::tuple attention_call(const py::array& q, const py::array& k, const py::array& v, int batch, int heads,
                          int query_rows, int key_rows, int head_dim, bool causal, std::optional<double> scale,
-                         std::optional<int> splits, int sm_count, std::optional<std::pair<int, int>> batch_heads,
-                         std::optional<std::string_view> preset_name, const std::optional<std::string>& kernel_json,
-                         std::optional<double> beta, std::optional<double> epsilon, bool autocast) {
-  const attention_options options = options_of(preset_name, kernel_json, batch, heads, query_rows, key_rows, head_dim,
-                                               causal, scale, splits, sm_count, batch_heads, beta, epsilon, autocast);
-  const std::size_t head_count = static_cast<std::size_t>(batch) * static_cast<std::size_t>(heads);
-  const std::size_t q_head = static_cast<std::size_t>(query_rows) * static_cast<std::size_t>(head_dim);
-  const std::size_t kv_head = static_cast<std::size_t>(key_rows) * static_cast<std::size_t>(head_dim);
-  const std::span<const bfloat16> qs(values_of<bf16>(q, "q", head_count * q_head), head_count * q_head);
-  const std::span<const bfloat16> ks(values_of<bf16>(k, "k", head_count * kv_head), head_count * kv_head);
-  const std::span<const bfloat16> vs(values_of<bf16>(v, "v", head_count * kv_head), head_count * kv_head);
-  const std::size_t rows = static_cast<std::size_t>(query_rows);
-  const auto head = [&](std::span<const bfloat16> all, std::size_t h, std::size_t size) { return all.subspan(h * size, size); };
-
-  if (options.model.is(attention::preset_kind::paper_reference_fp64)) {
-    py::array_t<double> o(static_cast<py::ssize_t>(head_count * q_head)), lse(static_cast<py::ssize_t>(head_count * rows));
-    const std::span<double> os(o.mutable_data(), head_count * q_head), ls(lse.mutable_data(), head_count * rows);
+                         std::optional<int> splits, std::optional<std::string_view> gpu_name,
+                         std::optional<std::pair<int, int>> batch_heads, std::optional<std::string_view> preset_name,
+                         const std::optional<std::string>& kernel_json, std::optional<double> beta,
+                         std::optional<double> epsilon, bool autocast) {
+  const attention::resolved_call call = call_of(preset_name, kernel_json, batch, heads, query_rows, key_rows, head_dim,
+                                                causal, scale, splits, gpu_name, batch_heads, beta, epsilon, autocast);
+  const std::size_t head_count = call.head_count();
+  const std::size_t q_size = head_count * static_cast<std::size_t>(query_rows) * static_cast<std::size_t>(head_dim);
+  const std::size_t kv_size = head_count * static_cast<std::size_t>(key_rows) * static_cast<std::size_t>(head_dim);
+  const std::size_t rows = head_count * static_cast<std::size_t>(query_rows);
+  const std::span<const bfloat16> qs(values_of<bf16>(q, "q", q_size), q_size);
+  const std::span<const bfloat16> ks(values_of<bf16>(k, "k", kv_size), kv_size);
+  const std::span<const bfloat16> vs(values_of<bf16>(v, "v", kv_size), kv_size);
+  if (call.fp64()) {
+    py::array_t<double> o(static_cast<py::ssize_t>(q_size)), lse(static_cast<py::ssize_t>(rows));
     {
       py::gil_scoped_release unlocked;
-      for (std::size_t h = 0; h < head_count; ++h)
-        attention::paper_reference_fp64_head(options.shape, options.scale, head(qs, h, q_head), head(ks, h, kv_head),
-                                             head(vs, h, kv_head), os.subspan(h * q_head, q_head),
-                                             ls.subspan(h * rows, rows));
+      attention::forward_fp64(call, qs, ks, vs, {o.mutable_data(), q_size}, {lse.mutable_data(), rows});
     }
     return py::make_tuple(o, lse);
   }
-  auto o = new_values<bf16>(head_count * q_head);
-  auto lse = new_values<fp32>(head_count * rows);
-  const std::span<bfloat16> os(writable_values_of<bf16>(o), head_count * q_head);
-  const std::span<float32> ls(writable_values_of<fp32>(lse), head_count * rows);
-  if (options.model.gpu_kernel()) {
-    const flash_kernel kernel = kernel_of(options);
-    ptx::mufu_tables::shared();  // loads the tables (or throws) while the GIL is held
+  auto o = new_values<bf16>(q_size);
+  auto lse = new_values<fp32>(rows);
+  if (call.kernel) ptx::mufu_tables::shared();  // loads the tables (or throws) while the GIL is held
+  {
     py::gil_scoped_release unlocked;
-    for (std::size_t h = 0; h < head_count; ++h)
-      attention::flash_forward_head(kernel, options.shape, head(qs, h, q_head), head(ks, h, kv_head),
-                                    head(vs, h, kv_head), os.subspan(h * q_head, q_head), ls.subspan(h * rows, rows));
-  } else {
-    const attention::paper_flash paper = paper_of(options);
-    py::gil_scoped_release unlocked;
-    for (std::size_t h = 0; h < head_count; ++h)
-      attention::paper_forward_head(paper, options.shape, head(qs, h, q_head), head(ks, h, kv_head),
-                                    head(vs, h, kv_head), os.subspan(h * q_head, q_head), ls.subspan(h * rows, rows));
+    attention::forward(call, qs, ks, vs, {writable_values_of<bf16>(o), q_size}, {writable_values_of<fp32>(lse), rows});
   }
   return py::make_tuple(o, lse);
 }
@@ -237,13 +155,14 @@ constexpr std::string_view step_kind_name(attention::traced_step::kind kind) {
 // with col >= 0 the traced steps of O[row][col] rendered in style.
 py::dict attention_row(const py::array& q, const py::array& k, const py::array& v, int query_rows, int key_rows,
                        int head_dim, int row, int col, bool causal, std::optional<double> scale,
-                       std::optional<int> splits, int sm_count, std::optional<std::pair<int, int>> batch_heads,
+                       std::optional<int> splits, std::optional<std::string_view> gpu_name,
+                       std::optional<std::pair<int, int>> batch_heads,
                        std::optional<std::string_view> preset_name, const std::optional<std::string>& kernel_json,
                        std::optional<double> beta, std::optional<double> epsilon, std::string_view style_name) {
-  const attention_options options = options_of(preset_name, kernel_json, 1, 1, query_rows, key_rows, head_dim, causal,
-                                               scale, splits, sm_count, batch_heads, beta, epsilon, true);
-  if (!options.model.gpu_kernel())
-    throw std::invalid_argument("attention_row records a GPU kernel's blocks and splits; " + options.model.name() +
+  const attention::resolved_call call = call_of(preset_name, kernel_json, 1, 1, query_rows, key_rows, head_dim, causal,
+                                                scale, splits, gpu_name, batch_heads, beta, epsilon, true);
+  if (!call.kernel)
+    throw std::invalid_argument("attention_row records a GPU kernel's blocks and splits; " + call.call.model.name() +
                                 " is the paper's PyTorch arithmetic, not a GPU kernel");
   const auto style = output_style_from_name(style_name);
   if (!style) throw std::invalid_argument("unknown style " + quoted_input(style_name) + "; expected text, markdown, latex or json");
@@ -252,19 +171,20 @@ py::dict attention_row(const py::array& q, const py::array& k, const py::array& 
   const std::span<const bfloat16> qs(values_of<bf16>(q, "q", q_size), q_size);
   const std::span<const bfloat16> ks(values_of<bf16>(k, "k", kv_size), kv_size);
   const std::span<const bfloat16> vs(values_of<bf16>(v, "v", kv_size), kv_size);
-  const flash_kernel kernel = kernel_of(options);
+  const flash_kernel& kernel = *call.kernel;
   // The element's trace follows FA2's steps (explain.hpp); another kernel's row is recorded, not traced.
   if (col >= 0 && !attention::has_flash2_arithmetic(kernel))
-    throw std::invalid_argument("attention_row traces O[row][col] through FA2's arithmetic (" + flash2_preset_names() +
-                                "), which " + options.model.name() + " does not compute with; leave col out");
+    throw std::invalid_argument("attention_row traces O[row][col] through FA2's arithmetic (" +
+                                attention::flash2_preset_names() + "), which " + call.call.model.name() +
+                                " does not compute with; leave col out");
   ptx::mufu_tables::shared();
   attention::row_record record;
   attention::element_trace element;
   std::vector<std::string> rendered;
   {
     py::gil_scoped_release unlocked;
-    record = attention::record_row(kernel, options.shape, qs, ks, vs, row);
-    if (col >= 0) element = attention::trace_output_element(kernel, options.shape, record, vs, col);
+    record = attention::record_row(kernel, call.head, qs, ks, vs, row);
+    if (col >= 0) element = attention::trace_output_element(kernel, call.head, record, vs, col);
     for (const attention::traced_step& step : element.steps) rendered.push_back(render(step.record, *style));
   }
   py::dict out = row_dict(record);
@@ -292,18 +212,15 @@ py::dict attention_row(const py::array& q, const py::array& k, const py::array& 
 // (the tie test's is the call's eps).
 flash_kernel indicator_kernel(std::optional<std::string_view> preset_name, const std::optional<std::string>& kernel_json,
                               int batch, int heads, int query_rows, int key_rows, int head_dim, bool causal,
-                              std::optional<double> scale, std::optional<int> splits, int sm_count,
-                              std::optional<std::pair<int, int>> batch_heads, std::optional<double> beta) {
-  const attention_options options = options_of(preset_name, kernel_json, batch, heads, query_rows, key_rows, head_dim,
-                                               causal, scale, splits, sm_count, batch_heads, beta, std::nullopt, true);
-  const auto refuse = [&] {
-    return std::invalid_argument("repeated_max counts the GPU kernel's P as FA2's arithmetic computes it (" +
-                                 flash2_preset_names() + "), not " + options.model.name() + "'s");
-  };
-  if (!options.model.gpu_kernel()) throw refuse();
-  const flash_kernel kernel = kernel_of(options);
-  if (!attention::has_flash2_arithmetic(kernel)) throw refuse();
-  return kernel;
+                              std::optional<double> scale, std::optional<int> splits,
+                              std::optional<std::string_view> gpu_name, std::optional<std::pair<int, int>> batch_heads,
+                              std::optional<double> beta) {
+  const attention::resolved_call call = call_of(preset_name, kernel_json, batch, heads, query_rows, key_rows, head_dim,
+                                                causal, scale, splits, gpu_name, batch_heads, beta, std::nullopt, true);
+  if (!call.kernel || !attention::has_flash2_arithmetic(*call.kernel))
+    throw std::invalid_argument("repeated_max counts the GPU kernel's P as FA2's arithmetic computes it (" +
+                                attention::flash2_preset_names() + "), not " + call.call.model.name() + "'s");
+  return *call.kernel;
 }
 
 // Per head and per row, as arrays: [heads] counts and [heads][query_rows] rows.
@@ -348,11 +265,11 @@ py::dict indicator_dict(const std::vector<std::vector<attention::row_repeated_ma
 py::dict repeated_max_call(const std::optional<py::array>& scores, const std::optional<py::array>& q,
                            const std::optional<py::array>& k, int batch, int heads, int query_rows, int key_rows,
                            int head_dim, bool causal, std::optional<double> scale, std::optional<int> splits,
-                           int sm_count, std::optional<std::pair<int, int>> batch_heads,
+                           std::optional<std::string_view> gpu_name, std::optional<std::pair<int, int>> batch_heads,
                            std::optional<std::string_view> preset_name, const std::optional<std::string>& kernel_json,
                            std::optional<double> beta, std::optional<double> epsilon) {
   const flash_kernel kernel = indicator_kernel(preset_name, kernel_json, batch, heads, query_rows, key_rows, head_dim,
-                                               causal, scale, splits, sm_count, batch_heads, beta);
+                                               causal, scale, splits, gpu_name, batch_heads, beta);
   const attention_shape shape{1, 1, query_rows, key_rows, head_dim, causal};
   const std::optional<float32> tie_epsilon =
       epsilon ? std::optional<float32>(from_double<fp32>(*epsilon).result) : std::nullopt;
@@ -384,10 +301,11 @@ py::dict repeated_max_call(const std::optional<py::array>& scores, const std::op
 // What the indicator's kernel chose for a call, for the PyTorch form of the indicator.
 py::dict kernel_parameters(std::optional<std::string_view> preset_name, const std::optional<std::string>& kernel_json,
                            int batch, int heads, int query_rows, int key_rows, int head_dim, bool causal,
-                           std::optional<double> scale, std::optional<int> splits, int sm_count,
-                           std::optional<std::pair<int, int>> batch_heads, std::optional<double> beta) {
+                           std::optional<double> scale, std::optional<int> splits,
+                           std::optional<std::string_view> gpu_name, std::optional<std::pair<int, int>> batch_heads,
+                           std::optional<double> beta) {
   const flash_kernel kernel = indicator_kernel(preset_name, kernel_json, batch, heads, query_rows, key_rows, head_dim,
-                                               causal, scale, splits, sm_count, batch_heads, beta);
+                                               causal, scale, splits, gpu_name, batch_heads, beta);
   py::dict out;
   out["block_m"] = kernel.block_m;
   out["block_n"] = kernel.block_n;
@@ -416,6 +334,13 @@ std::string kernel_description_json(std::string_view name) {
   return attention::kernel_to_json(attention::find_kernel(name)).dump();
 }
 
+// The GPU records (hardware/gpu.hpp), the default first: (name, summary, SM count, architecture).
+py::list gpu_list() {
+  py::list out;
+  for (const gpu& g : gpus) out.append(py::make_tuple(std::string(g.name), std::string(g.summary), g.sm_count, std::string(g.arch->name)));
+  return out;
+}
+
 py::tuple p_bar_one_range_bits() {
   const attention::p_bar_one_range& range = attention::p_bar_one_arguments();
   return py::make_tuple(range.lowest.bits, range.highest.bits);
@@ -425,19 +350,17 @@ py::tuple p_bar_one_range_bits() {
 
 // PyTorch's flash backward (attention/flash_backward.hpp) over every head:
 // (dq, dk, dv, delta), dQ in the deterministic order of a call of
-// batch_heads' B and H on sm_count multiprocessors.
+// batch_heads' B and H on the GPU.
 py::tuple attention_backward_call(const py::array& q, const py::array& k, const py::array& v, const py::array& o,
                                   const py::array& lse, const py::array& d_o, int batch, int heads, int query_rows,
-                                  int key_rows, int head_dim, bool causal, std::optional<double> scale, int sm_count,
+                                  int key_rows, int head_dim, bool causal, std::optional<double> scale,
+                                  std::optional<std::string_view> gpu_name,
                                   std::optional<std::pair<int, int>> batch_heads) {
-  const attention_shape shape{1, 1, query_rows, key_rows, head_dim, causal};
-  attention_shape call = shape;
-  call.batch = batch_heads ? batch_heads->first : batch;
-  call.heads = batch_heads ? batch_heads->second : heads;
-  if (batch_heads && static_cast<long long>(call.batch) * call.heads < static_cast<long long>(batch) * heads)
-    throw std::invalid_argument("batch_heads (B, H) is fewer heads than the arrays hold");
-  const attention::flash_backward_kernel kernel = attention::pytorch_sdpa_flash_sm90_backward(
-      call, scale ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim)), sm_count);
+  const attention::resolved_call call = call_of(std::nullopt, std::nullopt, batch, heads, query_rows, key_rows, head_dim,
+                                                causal, scale, std::nullopt, gpu_name, batch_heads, std::nullopt,
+                                                std::nullopt, true);
+  const attention::flash_backward_kernel kernel = attention::backward_kernel(call);
+  const attention_shape& shape = call.head;
   const std::size_t head_count = static_cast<std::size_t>(batch) * static_cast<std::size_t>(heads);
   const std::size_t rows = static_cast<std::size_t>(query_rows), d = static_cast<std::size_t>(head_dim);
   const std::size_t q_head = rows * d, kv_head = static_cast<std::size_t>(key_rows) * d;
@@ -474,26 +397,27 @@ py::tuple attention_backward_call(const py::array& q, const py::array& k, const 
 void register_attention(py::module_& m) {
   m.def("_attention", &attention_call, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("batch"), py::arg("heads"),
         py::arg("query_rows"), py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"), py::arg("scale"),
-        py::arg("splits"), py::arg("sm_count"), py::arg("batch_heads"), py::arg("preset"), py::arg("kernel"),
+        py::arg("splits"), py::arg("gpu"), py::arg("batch_heads"), py::arg("preset"), py::arg("kernel"),
         py::arg("beta"), py::arg("epsilon"), py::arg("autocast"));
   m.def("_attention_row", &attention_row, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("query_rows"),
         py::arg("key_rows"), py::arg("head_dim"), py::arg("row"), py::arg("col"), py::arg("causal"),
-        py::arg("scale"), py::arg("splits"), py::arg("sm_count"), py::arg("batch_heads"), py::arg("preset"),
+        py::arg("scale"), py::arg("splits"), py::arg("gpu"), py::arg("batch_heads"), py::arg("preset"),
         py::arg("kernel"), py::arg("beta"), py::arg("epsilon"), py::arg("style"));
   m.def("_repeated_max", &repeated_max_call, py::arg("scores"), py::arg("q"), py::arg("k"), py::arg("batch"),
         py::arg("heads"), py::arg("query_rows"), py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"),
-        py::arg("scale"), py::arg("splits"), py::arg("sm_count"), py::arg("batch_heads"), py::arg("preset"),
+        py::arg("scale"), py::arg("splits"), py::arg("gpu"), py::arg("batch_heads"), py::arg("preset"),
         py::arg("kernel"), py::arg("beta"), py::arg("epsilon"));
   m.def("_flash_kernel_parameters", &kernel_parameters, py::arg("preset"), py::arg("kernel"), py::arg("batch"),
         py::arg("heads"), py::arg("query_rows"), py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"),
-        py::arg("scale"), py::arg("splits"), py::arg("sm_count"), py::arg("batch_heads"), py::arg("beta"));
+        py::arg("scale"), py::arg("splits"), py::arg("gpu"), py::arg("batch_heads"), py::arg("beta"));
   m.def("_attention_backward", &attention_backward_call, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("o"),
         py::arg("lse"), py::arg("d_o"), py::arg("batch"), py::arg("heads"), py::arg("query_rows"),
-        py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"), py::arg("scale"), py::arg("sm_count"),
+        py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"), py::arg("scale"), py::arg("gpu"),
         py::arg("batch_heads"));
   m.def("_attention_presets", &preset_list);
   m.def("_kernel_description", &kernel_description_json, py::arg("name"));
   m.def("_p_bar_one_range", &p_bar_one_range_bits);
+  m.def("_gpus", &gpu_list);
 }
 
 }  // namespace bitexact::python

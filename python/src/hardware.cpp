@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <bitexact/hardware/alu.hpp>
+#include <bitexact/hardware/gpu.hpp>
 #include <bitexact/hardware/mma.hpp>
 #include <bitexact/hardware/mufu.hpp>
 #include <bitexact/trace/render.hpp>
@@ -18,11 +19,8 @@
 namespace bitexact::python {
 namespace {
 
-const fused_sum_unit& unit_named(std::string_view arch) {
-  if (arch == "sm_90" || arch == "sm90" || arch == "hopper") return sm90_tensor_core;
-  if (arch == "sm_80" || arch == "sm80" || arch == "ampere") return sm80_tensor_core;
-  throw std::invalid_argument("unknown tensor-core parameter set " + quoted_input(arch) + "; expected sm_90 or sm_80");
-}
+// mma.sync m16n8k16's unit on an architecture of the GPU records (hardware/gpu.hpp).
+const fused_sum_unit& unit_named(std::string_view arch) { return find_architecture(arch).mma_unit(); }
 
 // The (input, accumulator) pairs PTX's mma and wgmma offer, as format tags.
 template <class Fn>

@@ -90,6 +90,19 @@ def test_a_rows_intermediates_and_an_elements_roundings(compared):
     compared(row["o"].size + 1)
 
 
+def test_the_gpu_record_decides_the_split_count(compared):
+    # 8 heads of 1000 rows: PyTorch's heuristic gives 2 splits on 132 SMs, 4 on an H100 PCIe's 114.
+    q, k, v = random_heads(8, (1, 8, 1000, 64))
+    parameters = {gpu: bitexact._bitexact._flash_kernel_parameters(None, None, 1, 8, 1000, 1000, 64, False, None, None,
+                                                                   gpu, None, None)["splits"]
+                  for gpu in bitexact.GPUS}
+    assert parameters == {"h100_sxm": 2, "h100_pcie": 4, "h200": 2}
+    sxm, pcie, h200 = (bitexact.attention(q, k, v, gpu=gpu)[0] for gpu in ("h100_sxm", "h100_pcie", "h200"))
+    assert (sxm == h200).all() and (sxm != pcie).any()
+    assert (bitexact.attention(q, k, v, splits=4)[0] == pcie).all()
+    compared(3 * sxm.size)
+
+
 def test_attention_refuses_what_it_cannot_model():
     q, k, v = random_heads(3, (16, 32))
     with pytest.raises(ValueError, match="head_dim 32 is not described"):
@@ -99,7 +112,18 @@ def test_attention_refuses_what_it_cannot_model():
         bitexact.attention(q, k, v, preset="flash3")
     with pytest.raises(ValueError, match="described for 2 query rows or more"):
         bitexact.attention(q[:1], k, v, preset="pytorch_sdpa_cudnn_sm90")
-    with pytest.raises(ValueError, match="has none"):
+    with pytest.raises(ValueError, match="split-KV path, which preset paper_reference does not have"):
         bitexact.attention(q, k, v, preset="paper_reference", splits=2)
+    with pytest.raises(ValueError, match="beta sets the stabilized softmax; it needs a stabilized preset"):
+        bitexact.attention(q, k, v, beta=2.0)
+    with pytest.raises(ValueError, match="autocast changes the paper_reference, paper_reference_stabilized presets"):
+        bitexact.attention(q, k, v, autocast=False)
+    for scale in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="scale .* is not a finite number that a float can hold"):
+            bitexact.attention(q, k, v, scale=scale)
+    with pytest.raises(ValueError, match="beta nan is not a finite number of at least 1"):
+        bitexact.attention(q, k, v, preset="pytorch_sdpa_flash_sm90_stabilized", beta=float("nan"))
+    with pytest.raises(ValueError, match="unknown GPU 'a100'; the GPUs are: h100_sxm, h100_pcie, h200"):
+        bitexact.attention(q, k, v, gpu="a100")
     with pytest.raises(TypeError, match="bf16 bit patterns, dtype uint16"):
         bitexact.attention(q.astype(np.float32), k, v)

@@ -103,8 +103,8 @@ def test_refusals(data_dir):
         bitexact.attention_backward(a["q"], a["k"], a["v"], a["o"], a["lse"][:16], a["do"])
     with pytest.raises(TypeError, match="d_o: expected an array of bf16 bit patterns"):
         bitexact.attention_backward(*args[:5], a["do"].astype(np.int32))
-    with pytest.raises(ValueError, match="sm_count is a positive integer"):
-        bitexact.attention_backward(*args, sm_count=0)
+    with pytest.raises(ValueError, match="unknown GPU 'h100'; the GPUs are"):
+        bitexact.attention_backward(*args, gpu="h100")
     with pytest.raises(ValueError, match="head_dim 32 is not described"):
         small = [x[:, :32] if x.ndim == 2 else x for x in args]
         bitexact.attention_backward(*small)

@@ -61,7 +61,7 @@ def test_mma_refuses_what_the_tensor_cores_do_not_take():
         bitexact.mma(a, a, input_format="bf16", acc_format="fp16")
     with pytest.raises(ValueError, match="b needs 16 rows"):
         bitexact.mma(a, np.zeros((8, 8), np.uint16))
-    with pytest.raises(ValueError, match="expected sm_90 or sm_80"):
+    with pytest.raises(ValueError, match="unknown architecture .sm_70.; the architectures are: sm_90, sm_80"):
         bitexact.mma(a, a, arch="sm_70")
     with pytest.raises(ValueError, match=r"expected shape \(64, 16\)"):
         bitexact.wgmma(a, a)

@@ -55,7 +55,7 @@ std::string events_json(const mechanism_curve& c) {
   for (std::size_t i = 0; i < c.curve.events.size(); ++i) {
     const accumulation_event& e = c.curve.events[i];
     out += fmt::format("{}{{\"event\": \"{}\", \"block\": {}, \"keys_added\": {}", i ? ",\n" : "",
-                       attention::event_name(e, c.kernel()), e.block, e.keys_added);
+                       attention::event_name(e, c.kernel), e.block, e.keys_added);
     if (e.what == accumulation_event::kind::key)
       out += fmt::format(", \"key\": {}, \"p_bar_bits\": \"0x{:04X}\", \"p_bar\": \"{}\", \"p_bar_is_one\": {}, \"v\": \"{}\"",
                          e.key, e.p_bar.bits, to_double(e.p_bar), e.p_bar_is_one() ? 1 : 0, to_double(e.v));

@@ -58,21 +58,21 @@ struct flash_backward_kernel {
 
 // torch 2.11's flash backward on sm_90 (flash_bwd_launch_template.h with at
 // least 144 KB of shared memory): 128 x 128 tiles at d 64, 64 x 128 at d 128;
-// scale as the forward takes it; the deterministic dQ's buffer count for a
-// GPU of sm_count multiprocessors.
+// scale as the forward takes it; the deterministic dQ's buffer count for the
+// GPU's multiprocessors.
 inline flash_backward_kernel pytorch_sdpa_flash_sm90_backward(const attention_shape& shape, double scale,
-                                                              int sm_count = 132) {
+                                                              const gpu& device = default_gpu()) {
   if (shape.head_dim != 64 && shape.head_dim != 128)
     throw std::invalid_argument("flash backward: head_dim " + std::to_string(shape.head_dim) +
                                 " is not described (64 and 128 are)");
-  if (shape.batch < 1 || shape.heads < 1 || sm_count < 1)
-    throw std::invalid_argument("flash backward: batch, heads and the SM count must be at least 1");
+  if (shape.batch < 1 || shape.heads < 1)
+    throw std::invalid_argument("flash backward: batch and heads must be at least 1");
   flash_backward_kernel kernel;
   kernel.block_m = shape.head_dim == 64 ? 128 : 64;
   kernel.scale = from_host(static_cast<float>(scale));
   kernel.scale_log2 = softmax_scale_log2(kernel.scale);
   const int heads = shape.batch * shape.heads;
-  kernel.dq_splits = (sm_count + heads - 1) / heads;
+  kernel.dq_splits = (device.sm_count + heads - 1) / heads;
   return kernel;
 }
 

@@ -40,37 +40,9 @@
 #include "../hardware/mufu.hpp"
 #include "../core/observer.hpp"
 #include "kernel.hpp"
-#include "kernels.hpp"
 #include "shape.hpp"
 
 namespace bitexact::attention {
-
-// PyTorch's scaled_dot_product_attention flash backend on sm_90 for one call:
-// the registry's description (kernels.hpp) resolved for the shape, with the
-// split count of its heuristic for a GPU with sm_count multiprocessors (132
-// on H100 SXM and H200). scale: the caller's, or PyTorch's default.
-inline flash_kernel pytorch_sdpa_flash_sm90(const attention_shape& shape, std::optional<float32> scale = {},
-                                            int sm_count = 132) {
-  return resolve(pytorch_sdpa_flash_sm90_description(), shape,
-                 {scale ? std::optional<double>(to_host(*scale)) : std::nullopt, sm_count, {}});
-}
-
-// The paper's stabilized softmax on the same kernel arithmetic and the same
-// path choice as pytorch_sdpa_flash_sm90, with the given rule.
-inline flash_kernel pytorch_sdpa_flash_sm90_stabilized(const attention_shape& shape, std::optional<float32> scale = {},
-                                                       stabilized_max rule = {}, int sm_count = 132) {
-  flash_kernel kernel = pytorch_sdpa_flash_sm90(shape, scale, sm_count);
-  kernel.stabilize = rule;
-  return kernel;
-}
-
-// The same with the rule applied across K/V blocks (stabilized_max::across_blocks).
-inline flash_kernel pytorch_sdpa_flash_sm90_stabilized_across_blocks(const attention_shape& shape,
-                                                                     std::optional<float32> scale = {},
-                                                                     stabilized_max rule = {}, int sm_count = 132) {
-  rule.across_blocks = true;
-  return pytorch_sdpa_flash_sm90_stabilized(shape, scale, rule, sm_count);
-}
 
 // What one row's softmax did in one K/V block, for an observer of
 // flash_forward_head (the kernel's own values, before any bf16 rounding of P).

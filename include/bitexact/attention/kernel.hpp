@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../core/format.hpp"
+#include "../hardware/gpu.hpp"
 #include "../hardware/mma.hpp"
 #include "shape.hpp"
 
@@ -187,13 +188,6 @@ inline void check_arithmetic(const flash_kernel& kernel) {
     refuse("mask_block must be a multiple of block_m and block_n");
 }
 
-// PyTorch's default softmax scale: 1/sqrt(d) in double, then rounded to float
-// when it is passed to the kernel (sdp::calculate_scale, mha_fwd; a Triton
-// kernel's float argument or constexpr likewise).
-inline float32 default_softmax_scale(int head_dim) {
-  return from_host(static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))));
-}
-
 // The exponent's scale: the float scale times log2(e) in double, rounded once
 // to float (set_params_fprop: scale_softmax * M_LOG2E).
 inline float32 softmax_scale_log2(float32 scale) {
@@ -258,7 +252,7 @@ struct kernel_description {
 // whole call's B and H), its scale, and overrides.
 struct call_options {
   std::optional<double> scale;  // as Python's float; default 1/sqrt(head_dim) in double
-  int sm_count = 132;            // the GPU's multiprocessors, for the split heuristic
+  gpu device = default_gpu();    // its multiprocessors, for the split heuristic
   std::optional<int> splits;     // a split count instead of the heuristic's (flash2_heuristic only)
 };
 
@@ -303,7 +297,7 @@ inline flash_kernel resolve(const kernel_description& description, const attenti
     const tile_shape split_tile = tiles_for(description, shape.head_dim, 2);
     const int key_blocks = (shape.key_rows + split_tile.block_n - 1) / split_tile.block_n;
     const int row_blocks = shape.batch * shape.heads * ((shape.query_rows + split_tile.block_m - 1) / split_tile.block_m);
-    kernel.splits = call.splits ? *call.splits : split_count_heuristic(row_blocks, 2 * call.sm_count, key_blocks);
+    kernel.splits = call.splits ? *call.splits : split_count_heuristic(row_blocks, 2 * call.device.sm_count, key_blocks);
   }
   const tile_shape tile = tiles_for(description, shape.head_dim, kernel.splits);
   kernel.block_m = tile.block_m;

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../hardware/gpu.hpp"
 #include "kernel.hpp"
 
 namespace bitexact::attention {
@@ -60,9 +61,6 @@ inline const table<causal_alignment> causal_alignments{{"bottom_right", causal_a
                                                        {"top_left", causal_alignment::top_left}};
 inline const table<split_policy> split_policies{{"none", split_policy::none},
                                                 {"flash2_heuristic", split_policy::flash2_heuristic}};
-// The tensor-core units by name (hardware/mma.hpp).
-inline const table<const fused_sum_unit*> tensor_cores{
-    {"sm90", &sm90_tensor_core}, {"sm90_k8", &sm90_tensor_core_k8}, {"sm80", &sm80_tensor_core}};
 // P V takes P rounded by this one conversion; a field so that a description says it.
 inline const table<bool> p_roundings{{"cvt.rn.bf16.f32", true}};
 
@@ -136,6 +134,16 @@ class json_fields {
     description_error(field(key), "'" + value + "' is not one of: " + all);
   }
 
+  // A unit of the GPU record (hardware/gpu.hpp) by its name.
+  fused_sum_unit tensor_core_unit(std::string_view key) {
+    const std::string value = text(key);
+    try {
+      return find_tensor_core_unit(value).unit;
+    } catch (const std::invalid_argument&) {
+      description_error(field(key), "'" + value + "' is not one of: " + tensor_core_unit_names());
+    }
+  }
+
   std::map<int, tile_shape> tiles(std::string_view key) {
     const nlohmann::json& value = take(key);
     if (!value.is_object() || value.empty()) description_error(field(key), "expected an object of head dims");
@@ -196,7 +204,7 @@ inline kernel_description kernel_from_json(std::string_view text) {
   d.split = fields.named("split_kv", names::split_policies);
   if (d.split == split_policy::flash2_heuristic) d.split_tiles = fields.tiles("split_tiles");
   if (fields.has("min_query_rows")) d.min_query_rows = fields.integer("min_query_rows", 1, 1 << 30);
-  a.tensor_core = *fields.named("tensor_core", names::tensor_cores);
+  a.tensor_core = fields.tensor_core_unit("tensor_core");
   a.order = fields.named("block_order", names::block_orders);
   if (a.order == block_order::mask_partial_then_full) a.mask_block = fields.integer("mask_block", 16, 1 << 20);
   a.placement = fields.named("scale_placement", names::placements);
@@ -262,12 +270,8 @@ inline nlohmann::ordered_json kernel_to_json(const kernel_description& d) {
   j["split_kv"] = names::name_of(names::split_policies, d.split);
   if (d.split == split_policy::flash2_heuristic) j["split_tiles"] = tiles(d.split_tiles);
   if (d.min_query_rows != 1) j["min_query_rows"] = d.min_query_rows;
-  std::string_view unit = "?";
-  for (const auto& [name, u] : names::tensor_cores)
-    if (u->products_per_step == a.tensor_core.products_per_step && u->kept_fraction_bits == a.tensor_core.kept_fraction_bits &&
-        u->zero_term_exponent == a.tensor_core.zero_term_exponent)
-      unit = name;
-  j["tensor_core"] = unit;
+  const tensor_core_instruction* unit = tensor_core_instruction_of(a.tensor_core);
+  j["tensor_core"] = unit ? unit->unit_name : std::string_view("?");
   j["block_order"] = names::name_of(names::block_orders, a.order);
   if (a.order == block_order::mask_partial_then_full) j["mask_block"] = a.mask_block;
   j["scale_placement"] = names::name_of(names::placements, a.placement);

@@ -26,7 +26,7 @@ namespace bitexact::attention {
 inline kernel_description pytorch_sdpa_flash_sm90_description() {
   kernel_description d;
   d.name = "pytorch_sdpa_flash_sm90";
-  d.summary = "torch 2.11's flash kernels (FlashAttention-2) on sm_90 (H100, H200: 132 SMs)";
+  d.summary = "torch 2.11's flash kernels (FlashAttention-2) on sm_90 (H100, H200)";
   d.tiles = {{64, {128, 128}}, {128, {128, 64}}};
   d.split = split_policy::flash2_heuristic;
   d.split_tiles = {{64, {64, 256}}, {128, {64, 128}}};
@@ -152,6 +152,32 @@ inline kernel_description pytorch_sdpa_cudnn_sm90_description() {
   return d;
 }
 
+// PyTorch's scaled_dot_product_attention flash backend on sm_90 for one call:
+// its description above resolved for the shape, with the
+// split count of its heuristic on the GPU. scale: the caller's, or PyTorch's default.
+inline flash_kernel pytorch_sdpa_flash_sm90(const attention_shape& shape, std::optional<float32> scale = {},
+                                            const gpu& device = default_gpu()) {
+  return resolve(pytorch_sdpa_flash_sm90_description(), shape,
+                 {scale ? std::optional<double>(to_host(*scale)) : std::nullopt, device, {}});
+}
+
+// The paper's stabilized softmax on the same kernel arithmetic and the same
+// path choice as pytorch_sdpa_flash_sm90, with the given rule.
+inline flash_kernel pytorch_sdpa_flash_sm90_stabilized(const attention_shape& shape, std::optional<float32> scale = {},
+                                                       stabilized_max rule = {}, const gpu& device = default_gpu()) {
+  flash_kernel kernel = pytorch_sdpa_flash_sm90(shape, scale, device);
+  kernel.stabilize = rule;
+  return kernel;
+}
+
+// The same with the rule applied across K/V blocks (stabilized_max::across_blocks).
+inline flash_kernel pytorch_sdpa_flash_sm90_stabilized_across_blocks(const attention_shape& shape,
+                                                                     std::optional<float32> scale = {},
+                                                                     stabilized_max rule = {}, const gpu& device = default_gpu()) {
+  rule.across_blocks = true;
+  return pytorch_sdpa_flash_sm90_stabilized(shape, scale, rule, device);
+}
+
 // What a preset name stands for.
 enum class preset_kind {
   gpu_kernel,                  // a kernel_description, run by flash_forward
@@ -194,11 +220,40 @@ inline std::string preset_summary(const preset& p) {
   return p.description != nullptr ? p.description().summary : std::string(p.summary);
 }
 
+// The names of the presets that pass, comma-separated, for messages.
+template <class Predicate>
+std::string preset_names_where(Predicate&& passes) {
+  std::string names;
+  for (const preset& p : presets())
+    if (passes(p)) names += (names.empty() ? "" : ", ") + std::string(p.name);
+  return names;
+}
+
 // The names, comma-separated, for messages.
 inline std::string preset_names() {
-  std::string names;
-  for (const preset& p : presets()) names += (names.empty() ? "" : ", ") + std::string(p.name);
-  return names;
+  return preset_names_where([](const preset&) { return true; });
+}
+
+// The presets with the paper's stabilized rule.
+inline std::string stabilized_preset_names() {
+  return preset_names_where([](const preset& p) {
+    return p.description ? p.description().arithmetic.stabilize.has_value()
+                         : p.kind == preset_kind::paper_reference_stabilized;
+  });
+}
+
+// The paper's presets that run under torch.autocast or not.
+inline std::string autocast_preset_names() {
+  return preset_names_where([](const preset& p) {
+    return p.kind == preset_kind::paper_reference || p.kind == preset_kind::paper_reference_stabilized;
+  });
+}
+
+// The GPU kernels with FA2's arithmetic: those the explanations and the leading indicator follow.
+inline std::string flash2_preset_names() {
+  return preset_names_where([](const preset& p) {
+    return p.description && has_flash2_arithmetic(p.description().arithmetic);
+  });
 }
 
 // The preset called name; std::invalid_argument listing the names otherwise.
@@ -208,6 +263,12 @@ inline const preset& find_preset(std::string_view name) {
   if (found == all.end())
     throw std::invalid_argument("unknown preset '" + std::string(name) + "'; the presets are: " + preset_names());
   return *found;
+}
+
+// The first preset of a kind (the registry's order).
+inline const preset& first_preset(preset_kind kind) {
+  const auto all = presets();
+  return *std::find_if(all.begin(), all.end(), [&](const preset& p) { return p.kind == kind; });
 }
 
 // The description of a GPU kernel preset; std::invalid_argument for a paper preset.

@@ -16,16 +16,17 @@
 #include "../trace/render.hpp"
 #include "cumulative_error.hpp"
 #include "flash_forward.hpp"
+#include "kernels.hpp"
 #include "paper_reference.hpp"
 #include "tie_row.hpp"
 
 namespace bitexact::attention {
 
 struct mechanism_curve {
-  std::string semantics;  // "paper_reference" or "pytorch_sdpa_flash_sm90"
+  std::string semantics;  // the preset whose arithmetic it follows: paper_reference or pytorch_sdpa_flash_sm90
   std::string pass;       // "standard" or "stabilized"
   cumulative_error_curve curve;
-  bool kernel() const { return semantics == "pytorch_sdpa_flash_sm90"; }
+  bool kernel = false;    // the GPU kernel's fused steps, else the paper's additions
 };
 
 // The four curves of Ō[0][col]: paper standard, paper stabilized, kernel
@@ -34,16 +35,20 @@ struct mechanism_curve {
 inline std::vector<mechanism_curve> mechanism_curves(const row_operands& row, int col) {
   attention_shape launch = row.shape;
   launch.heads = 256;
+  const std::string paper(first_preset(preset_kind::paper_reference).name);
+  const std::string kernel = pytorch_sdpa_flash_sm90_description().name;
   std::vector<mechanism_curve> curves;
-  curves.push_back({"paper_reference", "standard",
+  curves.push_back({paper, "standard",
                     paper_cumulative_error(paper_reference(row.shape), row.shape, row.q, row.k, row.v, 0, col)});
-  curves.push_back({"paper_reference", "stabilized",
+  curves.push_back({paper, "stabilized",
                     paper_cumulative_error(paper_reference_stabilized(row.shape), row.shape, row.q, row.k, row.v, 0, col)});
-  curves.push_back({"pytorch_sdpa_flash_sm90", "standard",
-                    kernel_cumulative_error(pytorch_sdpa_flash_sm90(launch), row.shape, row.q, row.k, row.v, 0, col)});
-  curves.push_back({"pytorch_sdpa_flash_sm90", "stabilized",
+  curves.push_back({kernel, "standard",
+                    kernel_cumulative_error(pytorch_sdpa_flash_sm90(launch), row.shape, row.q, row.k, row.v, 0, col),
+                    true});
+  curves.push_back({kernel, "stabilized",
                     kernel_cumulative_error(pytorch_sdpa_flash_sm90_stabilized(launch), row.shape, row.q, row.k, row.v, 0,
-                                            col)});
+                                            col),
+                    true});
   return curves;
 }
 
@@ -85,7 +90,7 @@ inline std::string mechanism_csv(const std::vector<mechanism_curve>& curves) {
     const std::vector<exact_rational> jumps = jumps_of(c.curve);
     for (std::size_t i = 0; i < c.curve.events.size(); ++i) {
       const accumulation_event& e = c.curve.events[i];
-      out += fmt::format("{},{},{},{},", c.semantics, c.pass, event_name(e, c.kernel()), e.block);
+      out += fmt::format("{},{},{},{},", c.semantics, c.pass, event_name(e, c.kernel), e.block);
       if (e.what == accumulation_event::kind::key)
         out += fmt::format("{},{},0x{:04X},{},{},{}", e.key, e.keys_added, e.p_bar.bits, to_double(e.p_bar),
                            e.p_bar_is_one() ? 1 : 0, to_double(e.v));
@@ -106,7 +111,7 @@ inline std::string mechanism_csv(const std::vector<mechanism_curve>& curves) {
 inline std::string mechanism_summary(const mechanism_curve& c) {
   using detail::as_double;
   using kind = accumulation_event::kind;
-  const bool kernel = c.kernel();
+  const bool kernel = c.kernel;
   const std::vector<exact_rational> jumps = jumps_of(c.curve);
   int ones = 0, down = 0, up = 0, exact = 0, steps_with_one = 0;
   exact_rational at_ones = 0, elsewhere = 0;
@@ -161,12 +166,15 @@ inline std::string mechanism_report(const tie_row& o, const row_operands& row, i
       "     other scores max - U({}, {}); V = {} + {} (Irwin-Hall 12 - 6), seed {}; column {}, mean of V {:.6g}\n",
       o.gap_min, o.gap_max, o.v_mean, o.v_sd, o.seed, col, v_sum / o.keys);
   out += fmt::format("error: the running O-bar[0, {}] minus the exact sum of the same semantics' P-bar V so far\n", col);
-  for (const std::string_view semantics : {"paper_reference", "pytorch_sdpa_flash_sm90"}) {
-    out += semantics == "paper_reference"
-               ? "\npaper_reference (bf16 autocast, 512-key blocks first to last, O bf16 between blocks):\n"
-               : "\npytorch_sdpa_flash_sm90 (single kernel, 128-key blocks last to first, fp32 O, 16-key fused steps):\n";
-    for (const mechanism_curve& c : curves)
-      if (c.semantics == semantics) out += mechanism_summary(c);
+  for (const bool kernel : {false, true}) {
+    for (const mechanism_curve& c : curves) {
+      if (c.kernel != kernel) continue;
+      if (c.pass == "standard")
+        out += fmt::format("\n{} ({}):\n", c.semantics,
+                           kernel ? "single kernel, 128-key blocks last to first, fp32 O, 16-key fused steps"
+                                  : "bf16 autocast, 512-key blocks first to last, O bf16 between blocks");
+      out += mechanism_summary(c);
+    }
   }
   for (const mechanism_curve& c : curves) {
     if (c.pass != "standard") continue;
@@ -175,7 +183,7 @@ inline std::string mechanism_report(const tie_row& o, const row_operands& row, i
     if (!largest) continue;
     const accumulation_event& e = c.curve.events[*largest];
     out += fmt::format("\n{}, standard: the {} with the largest jump (key {}, keys added {}), in full:\n", c.semantics,
-                       c.kernel() ? "fused step" : "addition", e.key, e.keys_added);
+                       c.kernel ? "fused step" : "addition", e.key, e.keys_added);
     out += render(*e.operation, style);
   }
   return out;

@@ -1,4 +1,4 @@
-// A leading indicator for training loops (issue 11). The paper (Qiu & Yao)
+// A leading indicator for training loops. The paper (Qiu & Yao)
 // reports that rows whose maximum score repeats become frequent before the
 // loss explodes: in such a row the flash kernel's bf16 P, P-bar, is exactly 1
 // at two or more keys, and O-bar's rounding error is biased. Per head, over

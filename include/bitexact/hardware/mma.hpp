@@ -48,6 +48,8 @@ struct fused_sum_unit {
   // A sum beyond the largest finite value gives infinity whatever the output
   // rounding (IEEE's round-toward-zero would give the largest finite value).
   bool overflow_to_infinity = true;
+
+  friend constexpr bool operator==(const fused_sum_unit&, const fused_sum_unit&) = default;
 };
 
 // Hopper mma.sync m16n8k16 and wgmma k=16: all 16 products in one step,

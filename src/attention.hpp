@@ -1,0 +1,187 @@
+// The parts of `bitexact attention` (src/attention_*.cpp), one file a job:
+// the command's options (attention_command.cpp), the .npy files
+// (attention_files.cpp), the forward pass (attention_forward.cpp), the
+// explanation of one element (attention_explain.cpp), two kernels compared
+// (attention_compare.cpp) and the backward pass (attention_backward.cpp).
+// What a call computes is the library's (attention/call.hpp); these parse,
+// read and write files, and print.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <bitexact/attention/call.hpp>
+#include <bitexact/attention/explain.hpp>
+#include <bitexact/hardware/gpu.hpp>
+#include <bitexact/testing/npy.hpp>
+
+#include "cli.hpp"
+
+namespace bitexact::cli::attention_parts {
+
+using attention::attention_shape;
+using attention::flash_kernel;
+
+// The command line: the call it asks for (the library's attention_call,
+// less the shape, which the files give) and the files.
+struct attention_options {
+  std::string q_path, k_path, v_path;
+  attention::attention_call call;
+  std::string explain;  // the index of --explain, checked against the shape once the files are read
+  std::string out_o, out_lse, expect_o, expect_lse;
+  std::vector<attention::model_choice> compare;  // --compare A B: none, or the two kernels
+  bool kernel_given = false;  // --preset or --kernel
+  // --backward dO: the flash backward pass, from the forward's O and L
+  // (--forward-o, --forward-lse; computed by the forward preset when not given).
+  std::string backward_do, forward_o, forward_lse;
+  std::string expect_dq, expect_dk, expect_dv, expect_delta, out_dq, out_dk, out_dv, out_delta;
+  bool backward() const { return !backward_do.empty(); }
+};
+
+// A Q, K or V file: its shape as [B, H, N, d] whatever it was written as.
+struct operand_tensor {
+  std::vector<std::size_t> file_shape;
+  std::size_t batch = 1, heads = 1, rows = 0, head_dim = 0;
+  std::vector<bfloat16> values;
+};
+
+// One element of O: its head (b * H + h), row and column.
+struct element_index {
+  std::size_t head = 0, row = 0, col = 0;
+};
+
+// What one run computes: the files' heads and the call, resolved, that computes each.
+struct attention_problem {
+  attention_options options;
+  operand_tensor q, k, v;
+  attention::resolved_call call;
+  bool four_d = true;
+  std::optional<element_index> explain;
+  std::size_t head_count() const { return q.batch * q.heads; }
+  // The GPU kernel (the command checks that the call has one before it asks).
+  const flash_kernel& kernel() const { return *call.kernel; }
+};
+
+// What a preset computed: bit patterns (O bf16, L float32), or doubles for paper_reference_fp64.
+struct attention_result {
+  attention::attention_output bits;
+  std::vector<double> o, lse;
+};
+
+// The expected values, read and checked before the (long) computation.
+struct expectations {
+  std::optional<std::vector<bfloat16>> o;
+  std::optional<std::vector<float32>> lse;
+};
+
+// attention_files.cpp
+std::string printable(std::string_view text);
+std::string shape_text(const std::vector<std::size_t>& shape);
+npy::array read_npy(const std::string& path, std::string_view rounded_to = "bf16");
+std::vector<bfloat16> bf16_elements(const npy::array& array, const std::string& path);
+operand_tensor read_operand(const std::string& path, std::string_view name);
+std::vector<std::size_t> lse_shape(const attention_problem& p);
+expectations read_expectations(const attention_problem& p);
+void write_outputs(const attention_problem& p, const attention_result& computed);
+
+// attention_forward.cpp
+[[noreturn]] void fail_call(const attention::call_error& error);
+attention_problem read_problem(const attention_options& options);
+attention_result compute(const attention_problem& p);
+int forward_pass(const attention_options& options);
+
+// attention_explain.cpp
+element_index parse_element_index(std::string_view text, const operand_tensor& q, bool four_d);
+std::string describe_row(const attention_problem& p, std::size_t row);
+std::string index_text(const attention_problem& p, std::size_t head, std::size_t row, std::optional<std::size_t> col);
+void print_explanation(const attention_problem& p, const element_index& at, std::optional<bfloat16> expected);
+
+// attention_compare.cpp
+int compare_kernels(const attention_options& options);
+
+// attention_backward.cpp
+int backward_pass(const attention_options& options);
+
+template <format F>
+std::string value_text(value<F> x) {
+  return fmt::format("0x{:0{}X} ({})", x.bits, F.width() / 4, to_double(x));
+}
+
+// B's bits against A's as a signed count of representable steps (values of
+// either sign; NaN apart).
+template <format F>
+long long ulp_steps(value<F> a, value<F> b) {
+  constexpr std::uint32_t magnitude = (std::uint32_t{1} << (F.width() - 1)) - 1;
+  const auto ordered = [](std::uint32_t bits) {
+    return (bits & ~magnitude) ? -static_cast<long long>(bits & magnitude) : static_cast<long long>(bits);
+  };
+  return ordered(b.bits) - ordered(a.bits);
+}
+
+// How B's differing elements lie against A's: how many, their distances in
+// ulps of the format (1, 2, 3-4, 5-8, ...) and how many B has above A.
+struct difference_summary {
+  std::uint64_t differ = 0, above = 0, nan = 0;
+  std::map<long long, std::uint64_t> by_distance;  // bucket: its largest distance
+  std::uint64_t within(long long ulps) const {
+    std::uint64_t n = 0;
+    for (const auto& [bucket, count] : by_distance) n += bucket <= ulps ? count : 0;
+    return n;
+  }
+  std::string distances() const {
+    std::string text;
+    for (const auto& [bucket, count] : by_distance)
+      text += fmt::format("{}{}: {}", text.empty() ? "" : ", ",
+                          bucket <= 2 ? std::to_string(bucket) : fmt::format("{}-{}", bucket / 2 + 1, bucket), count);
+    return text;
+  }
+};
+
+template <format F>
+difference_summary differences_of(const std::vector<value<F>>& a, const std::vector<value<F>>& b) {
+  difference_summary s;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].bits == b[i].bits) continue;
+    ++s.differ;
+    if (a[i].is_nan() || b[i].is_nan()) {
+      ++s.nan;
+      continue;
+    }
+    const long long steps = ulp_steps(a[i], b[i]);
+    s.above += steps > 0;
+    long long bucket = 1;
+    while (bucket < std::llabs(steps)) bucket *= 2;
+    ++s.by_distance[bucket];
+  }
+  return s;
+}
+
+// How B's elements differ from A's: the count, the distances in ulps of the
+// format and their direction.
+template <format F>
+void print_differences(std::string_view name, std::string_view unit, const std::vector<value<F>>& a,
+                       const std::vector<value<F>>& b) {
+  const difference_summary s = differences_of(a, b);
+  std::printf("%s: %zu elements, %llu differ (%.4f%%)\n", std::string(name).c_str(), a.size(),
+              static_cast<unsigned long long>(s.differ),
+              a.empty() ? 0.0 : 100.0 * static_cast<double>(s.differ) / static_cast<double>(a.size()));
+  if (s.differ == 0) return;
+  std::printf("  distance in %s ulps %s%s\n  B above A: %llu, below: %llu\n", std::string(unit).c_str(),
+              s.distances().c_str(), s.nan ? fmt::format("; NaN in one of them: {}", s.nan).c_str() : "",
+              static_cast<unsigned long long>(s.above), static_cast<unsigned long long>(s.differ - s.above - s.nan));
+}
+
+}  // namespace bitexact::cli::attention_parts

@@ -1,0 +1,140 @@
+// `bitexact attention`'s files: Q, K, V and the files it writes or compares
+// with, as NumPy .npy, checked and named in every message.
+#include "attention.hpp"
+
+namespace bitexact::cli::attention_parts {
+
+// A file name in a message, with control characters escaped so that the message stays one line.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7F) out += fmt::format("\\x{:02X}", byte);
+    else out += c;
+  }
+  return out;
+}
+
+std::string shape_text(const std::vector<std::size_t>& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+// A float64 file (paper_reference_fp64's --out-o, or numbers saved from NumPy) is refused with the way out:
+// round it to the format the file holds (bf16 for Q, K, V and O; float32 for L and delta).
+npy::array read_npy(const std::string& path, std::string_view rounded_to) {
+  try {
+    return npy::read(path);
+  } catch (const npy::npy_error& error) {
+    const std::string_view message = error.what();
+    const bool float64 = message.find("element type '<f8'") != std::string_view::npos ||
+                         message.find("element type '>f8'") != std::string_view::npos;
+    fail(printable(message) + (float64 ? "; round it to " + std::string(rounded_to) + " first" : ""));
+  } catch (const std::logic_error&) {  // std::stoull on a shape that is not a list of integers
+    fail(printable(path) + ": not a .npy file: its header's shape is not a tuple of integers");
+  }
+}
+
+// The elements of a file as bf16: uint16 or int16 patterns, or float32 values that are bf16 values.
+std::vector<bfloat16> bf16_elements(const npy::array& array, const std::string& path) {
+  std::vector<bfloat16> values(array.element_count());
+  if (array.descr == "<u2" || array.descr == "<i2") {
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = bfloat16::from_bits(array.word(i));
+  } else if (array.descr == "<f4") {
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const std::uint32_t bits = array.word(i);
+      if (bits & 0xFFFFu) {
+        std::string index;
+        std::size_t rest = i;
+        for (std::size_t axis = array.shape.size(); axis-- > 0;) {
+          index = std::to_string(rest % array.shape[axis]) + (index.empty() ? "" : ", ") + index;
+          rest /= array.shape[axis];
+        }
+        fail(printable(path) + ": float32 element [" + index + "] = " + fmt::format("{}", to_double(float32::from_bits(bits))) +
+             fmt::format(" (0x{:08X})", bits) + " is not a bf16 value; save the bf16 bit patterns (x.view(torch.int16))");
+      }
+      values[i] = bfloat16::from_bits(bits >> 16);
+    }
+  } else {
+    fail(printable(path) + ": element type '" + array.descr +
+         "' is not bf16; expected uint16 or int16 bf16 bit patterns, or float32 holding bf16 values");
+  }
+  return values;
+}
+
+operand_tensor read_operand(const std::string& path, std::string_view name) {
+  const npy::array array = read_npy(path);
+  operand_tensor t;
+  t.file_shape = array.shape;
+  if (array.shape.size() == 4) t.batch = array.shape[0], t.heads = array.shape[1];
+  else if (array.shape.size() != 2)
+    fail(printable(path) + ": " + std::string(name) + " has shape " + shape_text(array.shape) +
+         "; expected [B, H, N, d] or [N, d]");
+  t.rows = array.shape[array.shape.size() - 2];
+  t.head_dim = array.shape.back();
+  constexpr std::size_t most = 1u << 30;
+  if (t.batch == 0 || t.heads == 0 || t.rows == 0 || t.head_dim == 0 || t.batch * t.heads > most || t.rows > most)
+    fail(printable(path) + ": " + std::string(name) + " has shape " + shape_text(array.shape) +
+         "; every extent must be at least 1 (and N at most 2^30)");
+  t.values = bf16_elements(array, path);
+  return t;
+}
+
+std::vector<std::size_t> lse_shape(const attention_problem& p) {
+  if (!p.four_d) return {p.q.rows};
+  return {p.q.batch, p.q.heads, p.q.rows};
+}
+
+expectations read_expectations(const attention_problem& p) {
+  expectations expected;
+  if (!p.options.expect_o.empty()) {
+    const std::string& path = p.options.expect_o;
+    const npy::array array = read_npy(path);
+    if (array.shape != p.q.file_shape)
+      fail(printable(path) + ": O has shape " + shape_text(array.shape) + "; expected Q's shape " +
+           shape_text(p.q.file_shape));
+    expected.o = bf16_elements(array, path);
+  }
+  if (!p.options.expect_lse.empty()) {
+    const std::string& path = p.options.expect_lse;
+    const npy::array array = read_npy(path, "float32");
+    // cuDNN's backend returns L as [B, H, N, 1]: a trailing 1 is the same elements.
+    std::vector<std::size_t> shape = array.shape;
+    if (shape.size() == lse_shape(p).size() + 1 && shape.back() == 1) shape.pop_back();
+    if (shape != lse_shape(p))
+      fail(printable(path) + ": L has shape " + shape_text(array.shape) + "; expected " + shape_text(lse_shape(p)) +
+           (p.four_d ? " ([B, H, N], or [B, H, N, 1])" : " ([N], or [N, 1])"));
+    if (array.descr != "<f4")
+      fail(printable(path) + ": element type '" + array.descr + "' is not float32; L is the float32 logsumexp");
+    std::vector<float32> values(array.element_count());
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = float32::from_bits(array.word(i));
+    expected.lse = std::move(values);
+  }
+  return expected;
+}
+
+void write_outputs(const attention_problem& p, const attention_result& computed) {
+  const attention::attention_output& result = computed.bits;
+  try {
+    if (p.options.call.model.is(attention::preset_kind::paper_reference_fp64)) {
+      if (!p.options.out_o.empty()) npy::write(p.options.out_o, "<f8", p.q.file_shape, computed.o.data());
+      if (!p.options.out_lse.empty()) npy::write(p.options.out_lse, "<f8", lse_shape(p), computed.lse.data());
+      return;
+    }
+    if (!p.options.out_o.empty()) {
+      std::vector<std::uint16_t> bits(result.o.size());
+      for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<std::uint16_t>(result.o[i].bits);
+      npy::write(p.options.out_o, "<u2", p.q.file_shape, bits.data());
+    }
+    if (!p.options.out_lse.empty()) {
+      std::vector<std::uint32_t> bits(result.lse.size());
+      for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = result.lse[i].bits;
+      npy::write(p.options.out_lse, "<f4", lse_shape(p), bits.data());
+    }
+  } catch (const npy::npy_error& error) {
+    fail(printable(error.what()));
+  }
+}
+
+}  // namespace bitexact::cli::attention_parts

@@ -1,0 +1,211 @@
+// The GPU records (hardware/gpu.hpp) and the call layer (attention/call.hpp)
+// that the command and the binding share: which GPU a name means, what each
+// option changes, and the refusals, each naming its option.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <bitexact/attention/call.hpp>
+#include <bitexact/attention/kernel_json.hpp>
+
+using namespace bitexact;
+using namespace bitexact::attention;
+
+namespace {
+
+std::vector<bfloat16> ramp(std::size_t n, unsigned seed) {
+  std::vector<bfloat16> x(n);
+  unsigned state = seed;
+  for (bfloat16& v : x) {
+    state = state * 1664525u + 1013904223u;
+    v = convert<bf16>(from_host(static_cast<float>(static_cast<int>(state >> 20) - 2048) / 1024.0f)).result;
+  }
+  return x;
+}
+
+attention_call call_of(int heads, int rows, int head_dim = 64) {
+  attention_call call;
+  call.shape = {1, heads, rows, rows, head_dim, false};
+  return call;
+}
+
+// The option a refusal names, or nullopt when the call resolves.
+std::optional<call_option> refused_for(const attention_call& call) {
+  try {
+    resolve_call(call);
+  } catch (const call_error& error) {
+    return error.option();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("GPU records: names are unique, the default is the H100 SXM, every GPU runs the sm90 units") {
+  std::set<std::string_view> names;
+  for (const gpu& g : gpus) {
+    CHECK(names.insert(g.name).second);
+    CHECK(g.sm_count > 0);
+    CHECK(g.arch->instruction_of(sm90_tensor_core) != nullptr);
+    CHECK(g.arch->instruction_of(sm90_tensor_core_k8) != nullptr);
+    CHECK(g.arch->instruction_of(sm80_tensor_core) == nullptr);
+    CHECK_FALSE(g.arch->mufu_tables.empty());
+  }
+  CHECK(names.size() == 3);
+  CHECK(default_gpu().name == "h100_sxm");
+  CHECK(find_gpu("h100_pcie").sm_count == 114);
+  CHECK(find_gpu("h200").sm_count == find_gpu("h100_sxm").sm_count);
+  CHECK_THROWS_WITH_AS(find_gpu("a100"), "unknown GPU 'a100'; the GPUs are: h100_sxm, h100_pcie, h200",
+                       std::invalid_argument);
+  CHECK(find_architecture("sm_80").mma_unit() == sm80_tensor_core);
+  CHECK_THROWS_WITH_AS(find_architecture("sm_70"), "unknown architecture 'sm_70'; the architectures are: sm_90, sm_80",
+                       std::invalid_argument);
+}
+
+TEST_CASE("GPU records: every tensor-core unit name reads back as its unit in a kernel description") {
+  int units = 0;
+  for (const architecture& a : architectures)
+    for (const tensor_core_instruction& i : a.tensor_cores) {
+      kernel_description d = pytorch_sdpa_flash_sm90_description();
+      d.arithmetic.tensor_core = i.unit;
+      const kernel_description back = kernel_from_json(kernel_to_json(d).dump());
+      CHECK(back.arithmetic.tensor_core == i.unit);
+      CHECK(kernel_to_json(d)["tensor_core"] == std::string(i.unit_name));
+      CHECK(&find_tensor_core_unit(i.unit_name) == &i);
+      ++units;
+    }
+  CHECK(units == 3);
+  CHECK_THROWS_WITH_AS(find_tensor_core_unit("sm100"), "unknown tensor-core unit 'sm100'; the units are: sm90, sm90_k8, sm80",
+                       std::invalid_argument);
+}
+
+TEST_CASE("call: the GPU's SM count decides the split count, and so the bits") {
+  // 8 heads of 1000 rows: 2 splits on 132 SMs, 4 on 114.
+  attention_call call = call_of(8, 1000);
+  CHECK(resolve_call(call).kernel->splits == 2);
+  call.device = find_gpu("h100_pcie");
+  CHECK(resolve_call(call).kernel->splits == 4);
+  call.device = find_gpu("h200");
+  CHECK(resolve_call(call).kernel->splits == 2);
+  // One head of that call: batch_heads gives the heuristic the whole call.
+  attention_call head = call_of(1, 1000);
+  head.batch_heads = std::pair{1, 8};
+  head.device = find_gpu("h100_pcie");
+  const resolved_call r = resolve_call(head);
+  CHECK(r.kernel->splits == 4);
+  const std::vector<bfloat16> q = ramp(1000 * 64, 1), k = ramp(1000 * 64, 2), v = ramp(1000 * 64, 3);
+  std::vector<bfloat16> o_pcie(q.size()), o_sxm(q.size());
+  std::vector<float32> lse(1000);
+  forward(r, q, k, v, o_pcie, lse);
+  head.device = default_gpu();
+  forward(resolve_call(head), q, k, v, o_sxm, lse);
+  int differ = 0;
+  for (std::size_t i = 0; i < q.size(); ++i) differ += o_pcie[i].bits != o_sxm[i].bits;
+  MESSAGE(differ << " of " << q.size() << " elements of O differ between 4 splits (h100_pcie) and 2 (h100_sxm)");
+  CHECK(differ > 0);
+}
+
+TEST_CASE("call: the backward's dQ buffers come from the GPU's SM count") {
+  attention_call call = call_of(1, 256);
+  CHECK(backward_kernel(resolve_call(call)).dq_splits == 132);
+  call.device = find_gpu("h100_pcie");
+  CHECK(backward_kernel(resolve_call(call)).dq_splits == 114);
+  call.batch_heads = std::pair{2, 4};
+  CHECK(backward_kernel(resolve_call(call)).dq_splits == 15);  // ceil(114 / 8)
+}
+
+TEST_CASE("call: each option a model does not read is refused, naming the option") {
+  const float32 two = from_host(2.0f);
+  attention_call call = call_of(1, 64);
+  CHECK_FALSE(refused_for(call));
+  call.beta = two;  // the standard kernel has no stabilized rule
+  CHECK(refused_for(call) == call_option::beta);
+  call.model = model_choice(find_preset("pytorch_sdpa_flash_sm90_stabilized"));
+  CHECK_FALSE(refused_for(call));
+  call.model = model_choice(find_preset("paper_reference"));
+  CHECK(refused_for(call) == call_option::beta);
+  call.beta.reset();
+  call.epsilon = two;
+  CHECK(refused_for(call) == call_option::eps);
+  call.epsilon.reset();
+  call.splits = 2;  // the paper's arithmetic has no split-KV path
+  CHECK(refused_for(call) == call_option::splits);
+  call.splits.reset();
+  call.batch_heads = std::pair{1, 4};
+  CHECK(refused_for(call) == call_option::batch_heads);
+  call.batch_heads.reset();
+  call.shape.key_rows = 32;
+  call.shape.causal = true;
+  CHECK(refused_for(call) == call_option::causal);
+  call.shape.causal = false;
+  CHECK_FALSE(refused_for(call));
+  call.model = model_choice();
+  call.autocast = false;  // autocast is the paper presets' only
+  CHECK(refused_for(call) == call_option::autocast);
+  call.autocast = true;
+  call.splits = 129;
+  CHECK(refused_for(call) == call_option::splits);
+  call.splits.reset();
+  call.batch_heads = std::pair{1, 0};
+  CHECK(refused_for(call) == call_option::batch_heads);
+  call.shape.heads = 4;
+  call.batch_heads = std::pair{1, 2};  // fewer heads than the tensors hold
+  CHECK(refused_for(call) == call_option::batch_heads);
+  call.batch_heads.reset();
+  call.model = model_choice(find_preset("pytorch_sdpa_flash_sm90_stabilized_across_blocks"));
+  call.scale = -0.5;
+  CHECK(refused_for(call) == call_option::scale);
+}
+
+TEST_CASE("call: numbers outside what the model reads are refused, naming the option") {
+  attention_call call = call_of(1, 64);
+  call.model = model_choice(find_preset("pytorch_sdpa_flash_sm90_stabilized"));
+  for (const double scale : {std::nan(""), HUGE_VAL, 1e39}) {  // 1e39 overflows a float
+    call.scale = scale;
+    CHECK(refused_for(call) == call_option::scale);
+  }
+  call.scale.reset();
+  call.beta = from_host(0.5f);
+  CHECK(refused_for(call) == call_option::beta);
+  call.beta = from_host(std::numeric_limits<float>::quiet_NaN());
+  CHECK(refused_for(call) == call_option::beta);
+  call.beta.reset();
+  call.epsilon = from_host(-1.0f);
+  CHECK(refused_for(call) == call_option::eps);
+  call.epsilon = from_host(0.0f);
+  CHECK_FALSE(refused_for(call));
+}
+
+TEST_CASE("call: a refusal spells its option as the front end passes it") {
+  attention_call call = call_of(1, 64);
+  call.batch_heads = std::pair{1, 0};
+  try {
+    resolve_call(call);
+    FAIL("resolved");
+  } catch (const call_error& error) {
+    CHECK(std::string(error.what()).rfind("batch_heads 1,0 is 0 heads, but Q holds 1", 0) == 0);
+    CHECK(error.message("--batch-heads").rfind("--batch-heads 1,0 is 0 heads", 0) == 0);
+  }
+  // Every option has one name; the table follows the enum.
+  CHECK(name_of(call_option::scale) == "scale");
+  CHECK(name_of(call_option::causal) == "causal");
+}
+
+TEST_CASE("call: a GPU without the kernel's tensor core is refused") {
+  attention_call call = call_of(1, 64);
+  kernel_description d = pytorch_sdpa_flash_sm90_description();
+  d.arithmetic.tensor_core = sm80_tensor_core;
+  call.model = model_choice(d);
+  try {
+    resolve_call(call);
+    FAIL("resolved");
+  } catch (const call_error& error) {
+    CHECK(error.option() == call_option::gpu);
+    CHECK(std::string(error.what()) ==
+          "gpu h100_sxm (sm_90) has no sm80 tensor core, which kernel pytorch_sdpa_flash_sm90 computes with");
+  }
+}

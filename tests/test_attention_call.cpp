@@ -62,6 +62,10 @@ TEST_CASE("GPU records: names are unique, the default is the H100 SXM, every GPU
   CHECK_THROWS_WITH_AS(find_gpu("a100"), "unknown GPU 'a100'; the GPUs are: h100_sxm, h100_pcie, h200",
                        std::invalid_argument);
   CHECK(find_architecture("sm_80").mma_unit() == sm80_tensor_core);
+  CHECK(find_architecture("sm_90").mma_unit(fp16) == sm90_tensor_core);
+  CHECK_THROWS_WITH_AS(find_architecture("sm_90").mma_unit(e4m3),
+                       "no tensor-core unit of sm_90 is measured for e4m3 inputs (sm90 takes bf16, fp16)",
+                       std::invalid_argument);
   CHECK_THROWS_WITH_AS(find_architecture("sm_70"), "unknown architecture 'sm_70'; the architectures are: sm_90, sm_80",
                        std::invalid_argument);
 }

@@ -19,33 +19,30 @@
 namespace bitexact::python {
 namespace {
 
-// mma.sync m16n8k16's unit on an architecture of the GPU records (hardware/gpu.hpp).
-const fused_sum_unit& unit_named(std::string_view arch) { return find_architecture(arch).mma_unit(); }
+// mma.sync m16n8k16's unit on an architecture of the GPU records (hardware/gpu.hpp), for an input format.
+const fused_sum_unit& unit_named(std::string_view arch, std::string_view input_format) {
+  return find_architecture(arch).mma_unit(format_named(input_format));
+}
 
-// The (input, accumulator) pairs PTX's mma and wgmma offer, as format tags.
+// The (input, accumulator) pairs whose units are measured (bf16 or fp16 into
+// fp32, fp16 into fp16), as format tags; tf32 and fp8 are refused before this.
 template <class Fn>
 decltype(auto) with_mma_formats(format in, format acc, Fn&& fn) {
   if (acc == fp32) {
     if (in == bf16) return fn(format_tag<bf16>{}, format_tag<fp32>{});
     if (in == fp16) return fn(format_tag<fp16>{}, format_tag<fp32>{});
-    if (in == tf32) return fn(format_tag<tf32>{}, format_tag<fp32>{});
-    if (in == e4m3) return fn(format_tag<e4m3>{}, format_tag<fp32>{});
-    if (in == e5m2) return fn(format_tag<e5m2>{}, format_tag<fp32>{});
-  } else if (acc == fp16) {
-    if (in == fp16) return fn(format_tag<fp16>{}, format_tag<fp16>{});
-    if (in == e4m3) return fn(format_tag<e4m3>{}, format_tag<fp16>{});
-    if (in == e5m2) return fn(format_tag<e5m2>{}, format_tag<fp16>{});
+  } else if (acc == fp16 && in == fp16) {
+    return fn(format_tag<fp16>{}, format_tag<fp16>{});
   }
-  throw std::invalid_argument("the tensor cores take bf16, fp16, tf32, e4m3 or e5m2 inputs into an fp32 accumulator, "
-                              "or fp16, e4m3 or e5m2 into fp16; not " + std::string(name_of(in)) + " into " +
-                              std::string(name_of(acc)));
+  throw std::invalid_argument("the tensor cores take bf16 or fp16 inputs into an fp32 accumulator, or fp16 into fp16; "
+                              "not " + std::string(name_of(in)) + " into " + std::string(name_of(acc)));
 }
 
 // D = A B + C for A [m][k] (row-major), B given transposed as [n][k], C and
 // D [m][n]: each output a fused_dot, the unit's chain of steps over k.
 py::array mma(const py::array& a, const py::array& b_transposed, const py::array& c, std::size_t m, std::size_t n,
               std::size_t k, std::string_view input_format, std::string_view acc_format, std::string_view arch) {
-  const fused_sum_unit& unit = unit_named(arch);
+  const fused_sum_unit& unit = unit_named(arch, input_format);
   return with_mma_formats(format_named(input_format), format_named(acc_format), [&](auto in_tag, auto acc_tag) {
     constexpr format In = decltype(in_tag)::fmt, Acc = decltype(acc_tag)::fmt;
     const value<In>* x = values_of<In>(a, "a", m * k);
@@ -70,7 +67,7 @@ py::array mma(const py::array& a, const py::array& b_transposed, const py::array
 std::vector<std::string> mma_element_steps(const py::array& a_row, const py::array& b_col, std::uint32_t c,
                                            std::string_view input_format, std::string_view acc_format,
                                            std::string_view arch, std::string_view style_name) {
-  const fused_sum_unit& unit = unit_named(arch);
+  const fused_sum_unit& unit = unit_named(arch, input_format);
   const auto style = output_style_from_name(style_name);
   if (!style) throw std::invalid_argument("unknown style " + quoted_input(style_name) + "; expected text, markdown, latex or json");
   return with_mma_formats(format_named(input_format), format_named(acc_format), [&](auto in_tag, auto acc_tag) {

@@ -63,6 +63,8 @@ def test_mma_refuses_what_the_tensor_cores_do_not_take():
         bitexact.mma(a, np.zeros((8, 8), np.uint16))
     with pytest.raises(ValueError, match="unknown architecture .sm_70.; the architectures are: sm_90, sm_80"):
         bitexact.mma(a, a, arch="sm_70")
+    with pytest.raises(ValueError, match=r"no tensor-core unit of sm_90 is measured for e4m3 inputs \(sm90 takes bf16, fp16\)"):
+        bitexact.mma(np.zeros((16, 16), np.uint8), np.zeros((16, 8), np.uint8), input_format="e4m3")
     with pytest.raises(ValueError, match=r"expected shape \(64, 16\)"):
         bitexact.wgmma(a, a)
     with pytest.raises(ValueError, match="multiple of 8"):

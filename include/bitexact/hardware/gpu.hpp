@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "../core/format.hpp"
 #include "mma.hpp"
 
 namespace bitexact {
@@ -21,8 +22,11 @@ namespace bitexact {
 struct tensor_core_instruction {
   std::string_view unit_name;    // "sm90": a kernel description's "tensor_core", `trace mma --unit`
   std::string_view instruction;  // the PTX that runs it
+  std::span<const format> inputs;  // the input formats the model holds for
   std::string_view evidence;     // what the model rests on (docs/hardware.md has the counts)
   fused_sum_unit unit;
+
+  bool takes(format input) const { return std::find(inputs.begin(), inputs.end(), input) != inputs.end(); }
 };
 
 // What the instructions of one compute capability compute.
@@ -35,6 +39,17 @@ struct architecture {
   std::string_view mufu_tables;
 
   const fused_sum_unit& mma_unit() const { return tensor_cores.front().unit; }
+  // mma.sync m16n8k16's unit for an input format; std::invalid_argument when
+  // no unit of the architecture is measured for it.
+  const fused_sum_unit& mma_unit(format input) const {
+    const tensor_core_instruction& mma = tensor_cores.front();
+    if (mma.takes(input)) return mma.unit;
+    std::string measured;
+    for (const format f : mma.inputs) measured += (measured.empty() ? "" : ", ") + std::string(name_of(f));
+    throw std::invalid_argument("no tensor-core unit of " + std::string(name) + " is measured for " +
+                                std::string(name_of(input)) + " inputs (" + std::string(mma.unit_name) + " takes " +
+                                measured + ")");
+  }
   // The instruction whose unit is `unit`, or null.
   const tensor_core_instruction* instruction_of(const fused_sum_unit& unit) const {
     const auto found = std::find_if(tensor_cores.begin(), tensor_cores.end(),
@@ -50,12 +65,17 @@ struct gpu {
   int sm_count;  // multiprocessors (cudaDeviceProp::multiProcessorCount)
 };
 
+// The inputs the 16-bit units were measured with; tf32 and the fp8 formats
+// run other adders, not measured yet.
+inline constexpr format half_precision_inputs[] = {bf16, fp16};
+
 inline constexpr tensor_core_instruction sm90_tensor_core_instructions[] = {
-    {"sm90", "mma.sync m16n8k16, wgmma k16", "probed on an H100 and an H200", sm90_tensor_core},
-    {"sm90_k8", "mma.sync m16n8k8", "proven by the memory-efficient attention captures", sm90_tensor_core_k8},
+    {"sm90", "mma.sync m16n8k16, wgmma k16", half_precision_inputs, "probed on an H100 and an H200", sm90_tensor_core},
+    {"sm90_k8", "mma.sync m16n8k8", half_precision_inputs, "proven by the memory-efficient attention captures",
+     sm90_tensor_core_k8},
 };
 inline constexpr tensor_core_instruction sm80_tensor_core_instructions[] = {
-    {"sm80", "mma.sync m16n8k16", "from the literature, not probed here", sm80_tensor_core},
+    {"sm80", "mma.sync m16n8k16", half_precision_inputs, "from the literature, not probed here", sm80_tensor_core},
 };
 
 inline constexpr architecture architectures[] = {

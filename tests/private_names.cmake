@@ -28,21 +28,7 @@ set(pattern "(^|[^A-Za-z0-9_])(${alternatives})::|using namespace ([A-Za-z_:]*::
 
 file(GLOB_RECURSE sources ${SOURCE_DIR}/src/*.cpp ${SOURCE_DIR}/src/*.hpp ${SOURCE_DIR}/python/src/*.cpp
                           ${SOURCE_DIR}/python/src/*.hpp)
-set(problems "")
-foreach(source IN LISTS sources)
-  file(STRINGS ${source} lines REGEX "${pattern}")
-  file(RELATIVE_PATH name ${SOURCE_DIR} ${source})
-  foreach(line IN LISTS lines)
-    string(STRIP "${line}" line)
-    string(APPEND problems "  ${name}: ${line}\n")
-  endforeach()
-endforeach()
-list(LENGTH sources count)
-if(count LESS 20)
-  message(FATAL_ERROR "private_names.cmake: only ${count} sources found under ${SOURCE_DIR}/src and python/src")
-endif()
-if(problems)
-  message(FATAL_ERROR "src/ and python/src/ use the library's private names (${alternatives}); use public ones, "
-                      "or give a namespace of their own another name:\n${problems}")
-endif()
-message(STATUS "${count} sources checked: none uses the library's private namespaces (${alternatives})")
+include(${CMAKE_CURRENT_LIST_DIR}/grep_sources.cmake)
+grep_sources("${pattern}" "${sources}" 20
+             "src/ and python/src/ use the library's private names (${alternatives}); use public ones, or give a namespace of their own another name")
+message(STATUS "${checked} sources checked: none uses the library's private namespaces (${alternatives})")

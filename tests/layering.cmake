@@ -6,6 +6,7 @@
 # trace/     the trace record built from events, its renderers, parsing, names, fmt glue
 # hardware/  models of GPU instructions: tensor cores, MUFU (and its table files), ALU/cvt
 # attention/ attention kernels composed from the layers below
+# matmul/    matrix-product (GEMM) kernels composed from the layers below attention
 # testing/   the kernel author's check and its doctest glue
 #
 # A header may include headers of its own layer and of the layers listed for
@@ -23,7 +24,8 @@ set(allowed_host "core;host")
 set(allowed_trace "core;trace")
 set(allowed_hardware "core;host;trace;hardware")
 set(allowed_attention "core;host;trace;hardware;attention")
-set(allowed_testing "core;host;trace;hardware;attention;testing")
+set(allowed_matmul "core;host;trace;hardware;matmul")
+set(allowed_testing "core;host;trace;hardware;attention;matmul;testing")
 set(standard_library_only "core;host")
 
 if(CMAKE_SCRIPT_MODE_FILE)
@@ -37,7 +39,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
     endif()
     string(REGEX MATCH "^[^/]+" layer "${header}")
     if(NOT DEFINED allowed_${layer} OR header STREQUAL layer)
-      string(APPEND problems "  ${header}: not in a layer folder (core, host, trace, hardware, attention, testing)\n")
+      string(APPEND problems "  ${header}: not in a layer folder (core, host, trace, hardware, attention, matmul, testing)\n")
       continue()
     endif()
     math(EXPR checked "${checked} + 1")

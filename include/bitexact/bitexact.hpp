@@ -21,6 +21,8 @@
 #include "hardware/mma.hpp"
 #include "hardware/mufu.hpp"
 #include "host/elementwise.hpp"
+#include "host/parallel.hpp"
+#include "matmul/gemm.hpp"
 #include "testing/check.hpp"
 #include "trace/fmt.hpp"
 #include "trace/names.hpp"

@@ -19,17 +19,13 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <exception>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "../core/format.hpp"
@@ -38,6 +34,7 @@
 #include "../hardware/libdevice.hpp"
 #include "../hardware/mma.hpp"
 #include "../hardware/mufu.hpp"
+#include "../host/parallel.hpp"
 #include "../core/observer.hpp"
 #include "kernel.hpp"
 #include "shape.hpp"
@@ -777,27 +774,11 @@ void flash_forward_head(const flash_kernel& kernel, const attention_shape& shape
   detail::check_head(kernel, shape, q.size(), k.size(), v.size(), o.size(), lse.size());
   const detail::event_sinks sinks = detail::sinks_for(obs);
   const detail::head_operands head(shape, kernel.block_n, q, k, v);
-  // Slabs are independent: as many threads as the host has take them in turn.
-  const int slabs = (shape.query_rows + 15) / 16;
-  const int threads = sinks.any() ? 1 : std::max(1, std::min(slabs, static_cast<int>(std::thread::hardware_concurrency())));
-  std::atomic<int> next_slab{0};
-  std::exception_ptr failure;  // the first exception (a missing MUFU table, say), rethrown here
-  std::mutex failure_lock;
-  const auto worker = [&] {
-    try {
-      for (int slab = next_slab++; slab < slabs; slab = next_slab++)
-        detail::run_slab(kernel, head, slab * 16, o, lse, sinks.any() ? &sinks : nullptr);
-    } catch (...) {
-      const std::lock_guard<std::mutex> hold(failure_lock);
-      if (!failure) failure = std::current_exception();
-      next_slab = slabs;
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& thread : pool) thread.join();
-  if (failure) std::rethrow_exception(failure);
+  // Slabs are independent: every core takes them in turn (one thread when events must come in order).
+  const auto slabs = static_cast<std::size_t>((shape.query_rows + 15) / 16);
+  for_each_index(slabs, sinks.any() ? 1 : 0, [&](std::size_t slab) {
+    detail::run_slab(kernel, head, static_cast<int>(slab) * 16, o, lse, sinks.any() ? &sinks : nullptr);
+  });
 }
 
 // S = Q K^T of one head as the kernel's tensor-core steps compute it, before

@@ -1,5 +1,5 @@
 // The one include a user needs: every layer of the library (core, host,
-// trace, hardware, attention, testing's check). For the arithmetic alone, without Boost
+// trace, hardware, attention, matmul, testing's check). For the arithmetic alone, without Boost
 // and fmt, include core/operations.hpp (and host/elementwise.hpp). The
 // doctest glue, testing/doctest.hpp, needs doctest and is included by itself.
 #pragma once

@@ -187,13 +187,6 @@ inline void check_arithmetic(const flash_kernel& kernel) {
     refuse("mask_block must be a multiple of block_m and block_n");
 }
 
-// PyTorch's default softmax scale: 1/sqrt(d) in double, then rounded to float
-// when it is passed to the kernel (sdp::calculate_scale, mha_fwd; a Triton
-// kernel's float argument or constexpr likewise).
-inline float32 default_softmax_scale(int head_dim) {
-  return from_host(static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))));
-}
-
 // The exponent's scale: the float scale times log2(e) in double, rounded once
 // to float (set_params_fprop: scale_softmax * M_LOG2E).
 inline float32 softmax_scale_log2(float32 scale) {

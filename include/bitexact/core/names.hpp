@@ -2,8 +2,10 @@
 // policies, formats, operations, rounding and special reasons. One table per
 // enum, each row holding its enumerator, so that a static_assert ties the
 // table to the enum: a reordered or inserted enumerator fails the build instead
-// of mislabelling. The command, the Python binding and the renderers look
-// names up here and never spell them again.
+// of mislabelling. (One appended after the last is not seen here; -Wswitch sees
+// it in the switches of round.hpp and trace.hpp, and its row goes here.) The
+// command, the Python binding and the renderers look names up here and never
+// spell them again.
 #pragma once
 
 #include <array>

@@ -31,16 +31,19 @@ struct format_tag {
 
 namespace detail {
 
+// Row `Row` of format_spellings as a template argument (a namespace-scope
+// constant: clang refuses a function's local one inside fn's lambdas).
+template <std::size_t Row>
+inline constexpr format named_format = format_spellings[Row].value;
+
 template <std::size_t Row, class Fn>
 constexpr decltype(auto) visit_format_from(format f, Fn&& fn, bool* known) {
   if constexpr (Row == format_spellings.size()) {
     // Not a named format: the first row's (fp32), and `known` says so.
-    constexpr format first = format_spellings[0].value;
-    if (known) *known = f == first;
-    return fn(format_tag<first>{});
+    if (known) *known = f == named_format<0>;
+    return fn(format_tag<named_format<0>>{});
   } else {
-    constexpr format F = format_spellings[Row].value;
-    if (f == F) return fn(format_tag<F>{});
+    if (f == named_format<Row>) return fn(format_tag<named_format<Row>>{});
     return visit_format_from<Row + 1>(f, fn, known);
   }
 }

@@ -17,10 +17,7 @@
 #include <benchmark/benchmark.h>
 
 #include <bitexact/hardware/mma.hpp>
-#if __has_include(<bitexact/hardware/mufu.hpp>)
 #include <bitexact/hardware/mufu.hpp>
-#define BITEXACT_BENCH_MUFU 1
-#endif
 
 #include <array>
 #include <cmath>
@@ -123,7 +120,6 @@ BENCHMARK(mma_bf16_f32);
 BENCHMARK(mma_bf16_f32_fused_dot_reference);
 BENCHMARK(host_float_tile);
 
-#ifdef BITEXACT_BENCH_MUFU
 constexpr std::size_t ex2_input_count = 4096;
 
 // x <= 0 as softmax feeds ex2: random fp32 in (-64, 0].
@@ -160,7 +156,6 @@ void host_exp2f(benchmark::State& state) {
 
 BENCHMARK(mufu_ex2_approx_ftz);
 BENCHMARK(host_exp2f);
-#endif
 
 }  // namespace
 

@@ -6,7 +6,7 @@ NumPy's call and allocation overheads, as bitexact's calls have theirs).
     PYTHONPATH=build/python python3 bench/bench_python.py [--elements N] [--repeats R]
 
 Prints each case's best time of R runs in million elements per second and as a ratio to
-the baseline. The issue's bar: bf16 add at 100 M elements/s or more.
+the baseline. The target: bf16 add at 100 M elements/s or more.
 """
 
 import argparse

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <bitexact/core/environment.hpp>
+#include <bitexact/core/names.hpp>
 #include <bitexact/trace/parse.hpp>
 #include <bitexact/trace/render.hpp>
 

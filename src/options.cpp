@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <bitexact/core/names.hpp>
 #include <bitexact/trace/parse.hpp>
 
 #include "cli.hpp"
@@ -175,7 +176,7 @@ option output_option(output_style& style) {
 
 namespace {
 
-// --round's text in --help, from trace/parse.hpp's one table of spellings: each mode with every other name it
+// --round's text in --help, from core/names.hpp's one table of spellings: each mode with every other name it
 // accepts, the modes wrapped into lines of at most 76 characters.
 const std::string& rounding_help() {
   static const std::string text = [] {
@@ -184,7 +185,7 @@ const std::string& rounding_help() {
       std::string others;
       for (std::size_t i = 1; i < spelling.names.size(); ++i)
         if (!spelling.names[i].empty()) others += (others.empty() ? "" : ", ") + std::string(spelling.names[i]);
-      std::string note = spelling.value == rounding_spellings.front().value ? "default" : "";
+      std::string note = spelling.value == default_setting(rounding_mode{}) ? "default" : "";
       if (!others.empty()) note += (note.empty() ? "also " : "; also ") + others;
       std::string entry = std::string(spelling.names[0]) + (note.empty() ? "" : " (" + note + ")");
       if (spelling.value != rounding_spellings.back().value) entry += ",";

@@ -66,7 +66,7 @@ std::string hex_of(format f, std::uint32_t bits) {
 
 format format_named(std::string_view name) {
   const auto named = format_from_name(name);
-  if (!named) fail("unknown format " + quoted_input(name) + "; expected one of " + std::string(format_names_hint));
+  if (!named) fail("unknown format " + quoted_input(name) + "; expected one of " + format_names_hint());
   return *named;
 }
 
@@ -202,17 +202,13 @@ int trace_command(const arguments& args) {
                      "accumulator with a narrow value); write both in one format, e.g. {}:{}",
                      context, name_of(first.fmt), name_of(last.fmt), name_of(first.fmt),
                      to_double(last.fmt, last.bits)));
-  format result_format = first.fmt;
-  if (to) {
-    result_format = *to;
-  } else if (op == "convert") {
-    fail("trace convert: name the result format with --to FORMAT");
-  } else if (first.fmt != last.fmt) {
+  if (op == "convert" && !to) fail("trace convert: name the result format with --to FORMAT");
+  const std::optional<format> result_format = result_format_of({first.fmt, last.fmt}, to);
+  if (!result_format)
     fail(fmt::format("{}: operands are {} and {}; name the result format with --to FORMAT", context,
                      name_of(first.fmt), name_of(last.fmt)));
-  }
 
-  const trace record = trace_operation(op, result_format, options.env, operands);
+  const trace record = trace_operation(op, *result_format, options.env, operands);
   if (svg_path) {
     std::string diagram;
     try {

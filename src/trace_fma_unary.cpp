@@ -5,14 +5,12 @@
 namespace bitexact::cli {
 
 trace trace_fma(format result, const environment& env, const std::vector<parsed_operand>& x) {
-  return with_formats([&](auto r) {
-    // The factors share a format; the addend pairs with it like a binary operand.
-    return with_operand_pair(x[0].fmt, x[2].fmt, [&](auto ab, auto c) {
-      trace_recorder recorder;
-      fma<decltype(r)::fmt>(operand_as(ab, x, 0), operand_as(ab, x, 1), operand_as(c, x, 2), env, recorder);
-      return recorder.take();
-    });
-  }, result);
+  // The factors share a format; the addend pairs with it like a binary operand.
+  return with_operation_formats(x[0].fmt, x[2].fmt, result, [&](auto ab, auto c, auto r) {
+    trace_recorder recorder;
+    fma<decltype(r)::fmt>(operand_as(ab, x, 0), operand_as(ab, x, 1), operand_as(c, x, 2), env, recorder);
+    return recorder.take();
+  });
 }
 
 trace trace_unary(std::string_view op, format result, const environment& env, const std::vector<parsed_operand>& x) {

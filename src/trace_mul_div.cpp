@@ -5,15 +5,10 @@
 namespace bitexact::cli {
 
 trace trace_mul_div(std::string_view op, format result, const environment& env, const std::vector<parsed_operand>& x) {
-  return with_formats([&](auto r) {
-    return with_operand_pair(x[0].fmt, x[1].fmt, [&](auto a, auto b) {
-      trace_recorder recorder;
-      constexpr format R = decltype(r)::fmt;
-      if (op == "mul") mul<R>(operand_as(a, x, 0), operand_as(b, x, 1), env, recorder);
-      else div<R>(operand_as(a, x, 0), operand_as(b, x, 1), env, recorder);
-      return recorder.take();
-    });
-  }, result);
+  return trace_two_operands(result, x, [&](auto r, auto a, auto b, trace_recorder& recorder) {
+    if (op == "mul") mul<decltype(r)::fmt>(a, b, env, recorder);
+    else div<decltype(r)::fmt>(a, b, env, recorder);
+  });
 }
 
 }  // namespace bitexact::cli

@@ -12,7 +12,8 @@
 namespace bitexact::cli {
 
 // op: add sub mul div (2 operands), fma (3: the factors share a format),
-// sqrt convert (1). Operand formats were checked with supported_operand_pair.
+// sqrt convert (1). Operand formats were checked with supported_operand_pair, the result
+// format chosen by result_format_of (core/dispatch.hpp).
 trace trace_operation(std::string_view op, format result, const environment& env,
                       const std::vector<parsed_operand>& operands);
 
@@ -25,6 +26,16 @@ trace trace_unary(std::string_view op, format result, const environment& env, co
 template <class Tag>
 typename Tag::value_type operand_as(Tag, const std::vector<parsed_operand>& x, std::size_t index) {
   return Tag::value_type::from_bits(x[index].bits);
+}
+
+// A two-operand operation traced: operation(result_tag, a, b, recorder) runs it on x[0] and x[1].
+template <class Operation>
+trace trace_two_operands(format result, const std::vector<parsed_operand>& x, Operation&& operation) {
+  return with_operation_formats(x[0].fmt, x[1].fmt, result, [&](auto a, auto b, auto r) {
+    trace_recorder recorder;
+    operation(r, operand_as(a, x, 0), operand_as(b, x, 1), recorder);
+    return recorder.take();
+  });
 }
 
 }  // namespace bitexact::cli

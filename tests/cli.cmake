@@ -133,16 +133,16 @@ bitexact_cli_test(trace_help ARGS trace --help CONTAINS "--round MODE" "--output
 bitexact_cli_test(eval_help ARGS eval --help CONTAINS "f16_mulAdd" "-rminMag" "--stop-on-error" "--check")
 bitexact_cli_test(demo_help ARGS demo --help CONTAINS "Section 3.3.2")
 # --help lists every spelling that --round, --tininess and --nan accept: the names read here from the one table
-# of spellings (trace/parse.hpp), each a whole word of the help (trace and eval share the options).
-set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/include/bitexact/trace/parse.hpp)
-file(READ ${PROJECT_SOURCE_DIR}/include/bitexact/trace/parse.hpp parse_hpp)
+# of spellings (core/names.hpp), each a whole word of the help (trace and eval share the options).
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/include/bitexact/core/names.hpp)
+file(READ ${PROJECT_SOURCE_DIR}/include/bitexact/core/names.hpp names_hpp)
 set(every_spelling)
 foreach(setting rounding tininess nan_policy)
-  string(REGEX MATCH " ${setting}_spellings{{([^;]*)}};" table "${parse_hpp}")
+  string(REGEX MATCH " ${setting}_spellings{{([^;]*)}};" table "${names_hpp}")
   string(REGEX MATCHALL "\"[A-Za-z_]+\"" names "${CMAKE_MATCH_1}")
   list(LENGTH names count)
   if(count LESS 2)
-    message(FATAL_ERROR "tests/cli.cmake: no ${setting}_spellings table found in trace/parse.hpp")
+    message(FATAL_ERROR "tests/cli.cmake: no ${setting}_spellings table found in core/names.hpp")
   endif()
   string(REPLACE "\"" "" names "${names}")
   list(APPEND every_spelling ${names})
@@ -211,7 +211,7 @@ bitexact_cli_test(error_bad_format_name RC 2 ARGS trace add 1 1 --to fp64 ONE_LI
 bitexact_cli_test(error_bad_output_style RC 2 ARGS trace add 1 1 --output html ONE_LINE_ERROR)
 bitexact_cli_test(error_bad_tininess RC 2 ARGS trace add 1 1 --tininess never ONE_LINE_ERROR
   ERROR_CONTAINS "--tininess expects after_rounding (or after), before_rounding (or before), not 'never'")
-# The Python binding's spellings of tininess and NaN policy work here too (one table, trace/parse.hpp).
+# The Python binding's spellings of tininess and NaN policy work here too (one table, core/names.hpp).
 bitexact_cli_test(tininess_python_spelling ARGS trace mul bf16:0x3F7E bf16:0x0081 --tininess before_rounding
   CONTAINS "tiny (before_rounding)" "flags        underflow|inexact")
 bitexact_cli_test(nan_python_spelling ARGS trace add 1 2 --nan cuda --to bf16 CONTAINS "tininess after_rounding, canonical NaN")

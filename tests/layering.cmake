@@ -1,6 +1,7 @@
 # The layers of include/bitexact, kept pointing one way.
 #
-# core/      formats, bits, decoding, the environment, platform policy, the
+# core/      formats, bits, decoding, the environment and the names of its
+#            settings, format dispatch, platform policy, the
 #            events operations report, the one rounding step, the exact operations
 # host/      whole buffers in the host's vector lanes
 # trace/     the trace record built from events, its renderers, parsing, names, fmt glue

@@ -1,8 +1,12 @@
 // Operand parsing (include/bitexact/trace/parse.hpp): every syntax gives exact bits,
 // inexact decimals are marked, and each malformed class is refused with a message.
+// The names of formats and settings (core/names.hpp) and the result-format rule (core/dispatch.hpp).
 #include <doctest/doctest.h>
 
+#include <bitexact/core/dispatch.hpp>
+#include <bitexact/core/names.hpp>
 #include <bitexact/trace/parse.hpp>
+#include <bitexact/trace/trace.hpp>
 
 using namespace bitexact;
 
@@ -112,4 +116,56 @@ TEST_CASE("format and rounding mode names") {
   CHECK(rounding_mode_from_name("near_maxMag") == rounding_mode::nearest_away);
   CHECK(rounding_mode_from_name("rup") == rounding_mode::upward);
   CHECK_FALSE(rounding_mode_from_name("sideways"));
+}
+
+namespace {
+// Every spelling in a table names its row's value, and the row's first is name_of's; returns how many were read.
+template <class Setting, std::size_t N, std::size_t Spellings>
+int spellings_read_back(const std::array<setting_spelling<Setting, Spellings>, N>& table) {
+  int read = 0;
+  for (const auto& row : table) {
+    CHECK(name_of(row.value) == row.names[0]);
+    for (const std::string_view spelling : row.names) {
+      if (spelling.empty()) continue;
+      INFO(spelling);
+      CHECK(setting_from_name(table, spelling) == row.value);
+      ++read;
+    }
+  }
+  return read;
+}
+}  // namespace
+
+TEST_CASE("every spelling in core/names.hpp reads back as its row's value, and name_of gives the first") {
+  CHECK(spellings_read_back(rounding_spellings) == 24);
+  CHECK(spellings_read_back(tininess_spellings) == 4);
+  CHECK(spellings_read_back(nan_policy_spellings) == 4);
+  CHECK(spellings_read_back(format_spellings) == 21);
+  CHECK(name_of(format{5, 3}) == "custom");
+  CHECK(format_names_hint() == "fp32, bf16, fp16, tf32, e5m2, e4m3");
+  // The lists in error messages put the environment's default first, whatever the enum's order.
+  CHECK(setting_names_hint(tininess_spellings) == "after_rounding (or after), before_rounding (or before)");
+  CHECK(rounding_names_hint().starts_with("nearest_even (or rne, near_even, nearest), nearest_away (or rna, "));
+  CHECK(name_of(rounding_reason::tie_stays_even) == "tie_stays_even");
+  CHECK(name_of(special_reason::out_of_range_integer) == "out_of_range_integer");
+  CHECK(name_of(operation::to_integer) == "to_integer");
+  CHECK(describe(rounding_mode::downward) == std::string_view("round toward -infinity"));
+}
+
+// The one rule the command (--to) and the Python binding (result_format=) apply.
+static_assert(result_format_of({bf16, bf16}, std::nullopt) == bf16);
+static_assert(result_format_of({bf16, bf16}, fp16) == fp16);
+static_assert(!result_format_of({fp32, bf16}, std::nullopt));
+static_assert(!result_format_of({bf16, bf16, fp32}, std::nullopt));
+
+TEST_CASE("a mix of fp32 and a narrow format rounds into any format named, once") {
+  // 1 + 2^-11 + 2^-23 (fp32) + 0 (bf16) into fp16: above the tie at 2^-11, so up to 1 + 2^-10.
+  const std::uint32_t bits = with_operation_formats(fp32, bf16, fp16, [](auto a, auto b, auto r) {
+    using A = typename decltype(a)::value_type;
+    using B = typename decltype(b)::value_type;
+    return std::uint32_t{add<decltype(r)::fmt>(A::from_bits(0x3F801001), B::from_bits(0)).result.bits};
+  });
+  CHECK(bits == 0x3C01);
+  CHECK_THROWS_WITH_AS(with_operation_formats(bf16, fp16, fp32, [](auto, auto, auto) { return 0; }),
+                       doctest::Contains("cannot be mixed"), std::invalid_argument);
 }

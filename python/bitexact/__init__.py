@@ -265,12 +265,12 @@ def _operand_formats(format, arity, op, operands=()):
     return tuple(format_info(f)[0] for f in formats)
 
 
-def _result_format(formats, result_format, op):
-    if result_format is not None:
-        return format_info(result_format)[0]
-    if len(set(formats)) != 1:
-        raise ValueError(f"{op}: the operands are {' and '.join(formats)}; name the result with result_format=")
-    return formats[0]
+def _result_format(formats, result_format, op, ask="name the result with result_format="):
+    # The library's rule (core/dispatch.hpp's result_format_of), as the command applies it to --to.
+    result = _bitexact._result_format(list(formats), result_format)
+    if result is None:
+        raise ValueError(f"{op}: the operands are {' and '.join(formats)}; {ask}")
+    return result
 
 
 def _elementwise(op, operands, format, result_format=None, rounding="nearest_even", tininess="after_rounding",
@@ -307,12 +307,14 @@ def _elementwise(op, operands, format, result_format=None, rounding="nearest_eve
 
 _PREDICATES = ("equal", "less", "less_equal", "equal_signaling", "less_quiet", "less_equal_quiet")
 
+# The rounding modes by the library's one table of names (core/names.hpp), so that a new mode
+# reaches this text without an edit here; the test of the docstring checks the other names.
 _ENVIRONMENT_DOC = """
     format: the operands' format name, or one name per operand (mixes pair an fp32
         operand with a narrow one); left out, it comes from the operands' dtypes where each
         names its format (float32, float16, a bfloat16 tensor, an ml_dtypes array);
-        result_format: the result's, by default the operands'.
-    rounding: nearest_even, nearest_away, toward_zero, upward, downward, to_odd, stochastic
+        result_format: the result's, any format; by default the operands' (a mix names it).
+    rounding: """ + ", ".join(names[0] for names in _bitexact._spellings()["rounding"]) + """
         (stochastic reads random_bits: a uint32 array, one draw per element).
     tininess: after_rounding (x86, CUDA) or before_rounding (ARM), also after/before as the
         command spells them; ftz: subnormal results become zero; daz: subnormal operands read
@@ -444,15 +446,12 @@ def trace(op, *operands, format=None, to=None, rounding="nearest_even", tininess
         raise ValueError(f"trace: format= is one name or one per operand; got {format!r}")
     values = [_operand_bits(x, f, i + 1) for i, (x, f) in enumerate(zip(operands, formats))]
     names = [v.format for v in values]
-    if to is None:
-        if op == "convert":
-            raise ValueError("trace convert: name the result format with to=")
-        if len(set(names)) != 1:
-            raise ValueError(f"trace {op}: the operands are {' and '.join(names)}; name the result format with to=")
-        to = names[0]
+    if to is None and op == "convert":
+        raise ValueError("trace convert: name the result format with to=")
+    to = _result_format(names, to, f"trace {op}", "name the result format with to=")
     if not isinstance(random_bits, (int, np.integer)) or not 0 <= int(random_bits) < 1 << 32:
         raise ValueError("trace: random_bits is one uint32 (the draw of this one operation)")
-    args = (op, [v.bits for v in values], names, format_info(to)[0], rounding, tininess, ftz, daz, nans,
+    args = (op, [v.bits for v in values], names, to, rounding, tininess, ftz, daz, nans,
             int(random_bits))
     record = Trace(lambda style: _bitexact._trace(*args, style))
     record.text  # renders once now, so that bad arguments raise here and not at first use

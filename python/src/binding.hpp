@@ -1,6 +1,6 @@
 // What the parts of the _bitexact extension share: runtime names to the
-// library's types, NumPy arrays of bit patterns as spans, and the results a
-// mix of formats may round into (the pairs themselves: trace/parse.hpp).
+// library's types and NumPy arrays of bit patterns as spans (the formats a
+// call may mix and round into: core/dispatch.hpp).
 //
 // The extension is the thin, typed layer: bitexact/__init__.py checks the
 // caller's arrays (dtype, shape, broadcasting) and names, and hands over flat
@@ -18,8 +18,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <bitexact/core/dispatch.hpp>
 #include <bitexact/core/environment.hpp>
 #include <bitexact/core/format.hpp>
+#include <bitexact/core/names.hpp>
 #include <bitexact/trace/parse.hpp>
 
 namespace bitexact::python {
@@ -57,25 +59,6 @@ py::array_t<typename value<F>::storage> new_values(std::size_t count) {
 template <format F>
 value<F>* writable_values_of(py::array_t<typename value<F>::storage>& array) {
   return reinterpret_cast<value<F>*>(array.mutable_data());
-}
-
-// fn(a_tag, b_tag, result_tag) for an operand pair and a result format: any
-// result for operands of one format, and for a mix one of its two formats
-// (which halves what the module compiles; convert reaches the others).
-template <class Fn>
-decltype(auto) with_operation_formats(format a, format b, format result, Fn&& fn) {
-  if (supported_operand_pair(a, b) && a != b && result != a && result != b)
-    throw std::invalid_argument("a mix of " + std::string(name_of(a)) + " and " + std::string(name_of(b)) +
-                                " rounds into one of them, not " + std::string(name_of(result)) +
-                                "; convert the result afterwards");
-  return with_operand_pair(a, b, [&](auto a_tag, auto b_tag) -> decltype(auto) {
-    if constexpr (decltype(a_tag)::fmt == decltype(b_tag)::fmt) {
-      return visit_format(result, [&](auto r_tag) -> decltype(auto) { return fn(a_tag, b_tag, r_tag); });
-    } else {
-      if (result == decltype(a_tag)::fmt) return fn(a_tag, b_tag, a_tag);
-      return fn(a_tag, b_tag, b_tag);
-    }
-  });
 }
 
 // The registration functions of the extension's parts (module.cpp calls them).

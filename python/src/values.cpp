@@ -1,5 +1,7 @@
 // Names, environments, values described and parsed, and the one entry of the
 // elementwise operations.
+#include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,10 +18,10 @@ namespace bitexact::python {
 format format_named(std::string_view name) {
   if (const auto named = format_from_name(name)) return *named;
   throw std::invalid_argument("unknown format " + quoted_input(name) + "; expected one of " +
-                              std::string(format_names_hint));
+                              format_names_hint());
 }
 
-// One setting by any of its spellings (trace/parse.hpp), or an error listing them all.
+// One setting by any of its spellings (core/names.hpp), or an error listing them all.
 template <class Setting, std::size_t N>
 Setting setting_named(const std::array<setting_spelling<Setting>, N>& spellings, std::string_view name,
                       std::string_view what) {
@@ -118,6 +120,30 @@ py::tuple parse(std::string_view text, std::string_view default_format) {
   return py::make_tuple(parsed.operand.bits, std::string(name_of(parsed.operand.fmt)), parsed.operand.exact);
 }
 
+// result_format_of's choice for operands of these formats, by canonical name; None when a mix names no result.
+std::optional<std::string> result_format(const std::vector<std::string>& operand_formats,
+                                         std::optional<std::string> named) {
+  if (operand_formats.empty()) throw std::invalid_argument("result format: no operand formats");
+  std::vector<format> formats;
+  for (const std::string& name : operand_formats) formats.push_back(format_named(name));
+  const std::optional<format> result =
+      result_format_of(formats, named ? std::optional<format>(format_named(*named)) : std::nullopt);
+  if (!result) return std::nullopt;
+  return std::string(name_of(*result));
+}
+
+// Each table's rows, every spelling of a value in a list with its enumerator's name first.
+template <class Setting, std::size_t N, std::size_t Spellings>
+std::vector<std::vector<std::string>> rows_of(const std::array<setting_spelling<Setting, Spellings>, N>& table) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& row : table) {
+    rows.emplace_back();
+    for (const std::string_view spelling : row.names)
+      if (!spelling.empty()) rows.back().emplace_back(spelling);
+  }
+  return rows;
+}
+
 }  // namespace
 
 void register_values(py::module_& m) {
@@ -130,6 +156,15 @@ void register_values(py::module_& m) {
       py::arg("name"));
   m.def("_rounding_name", [](std::string_view name) { return std::string(name_of(rounding_named(name))); },
         py::arg("name"));
+  m.def("_result_format", &result_format, py::arg("operand_formats"), py::arg("named"));
+  m.def("_spellings", [] {
+    py::dict tables;
+    tables["rounding"] = rows_of(rounding_spellings);
+    tables["tininess"] = rows_of(tininess_spellings);
+    tables["nans"] = rows_of(nan_policy_spellings);
+    tables["format"] = rows_of(format_spellings);
+    return tables;
+  });
   m.def("_describe", &describe_values, py::arg("format"), py::arg("bits"));
   m.def(
       "_side_by_side",

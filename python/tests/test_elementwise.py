@@ -209,7 +209,7 @@ def test_bad_inputs_raise_what_was_expected():
         bitexact.add(a, a, format="bf16", rounding="nearest_odd")
     assert bitexact.add(a, a, format="bf16", rounding="rtz")[0].tolist() == \
         bitexact.add(a, a, format="bf16", rounding="toward_zero")[0].tolist()  # an alias the message lists
-    # Tininess and NaN policy take the command's spellings too (one table in trace/parse.hpp).
+    # Tininess and NaN policy take the command's spellings too (one table in core/names.hpp).
     with pytest.raises(ValueError, match=r"unknown tininess 'early'; expected one of after_rounding \(or after\), "
                                          r"before_rounding \(or before\)"):
         bitexact.add(a, a, format="bf16", tininess="early")
@@ -231,8 +231,11 @@ def test_bad_inputs_raise_what_was_expected():
         bitexact.add(a, a, format="bf16", random_bits=np.zeros(4, np.uint32))
     with pytest.raises(ValueError, match="cannot be mixed"):
         bitexact.add(a, a, format=("bf16", "fp16"), result_format="fp32")
-    with pytest.raises(ValueError, match="rounds into one of them, not fp16"):
-        bitexact.add(np.zeros(4, np.uint32), a, format=("fp32", "bf16"), result_format="fp16")
+    # A mix rounds into any format named, once, as the command's --to does (core/dispatch.hpp's one rule):
+    # 1 + 2^-11 + 2^-23 is above fp16's tie, so it rounds up to 1 + 2^-10.
+    mixed, _ = bitexact.add(np.array([0x3F801001], np.uint32), np.array([0], np.uint16), format=("fp32", "bf16"),
+                            result_format="fp16")
+    assert mixed.tolist() == [0x3C01]
     with pytest.raises(ValueError, match="name the result with result_format"):
         bitexact.add(np.zeros(4, np.uint32), a, format=("fp32", "bf16"))
     with pytest.raises(ValueError, match="19 bits"):

@@ -2,6 +2,7 @@
 repr, and traces against the `bitexact trace` command's renderings."""
 
 import json
+import re
 import subprocess
 
 import numpy as np
@@ -81,6 +82,7 @@ def test_values_show_format_bits_and_decimal():
 TRACED = [
     ("add", ["fp32:0xC01A0E2E", "fp32:0xC0130000"], ["--to", "bf16"], dict(to="bf16")),
     ("add", ["bf16:-2.40625", "bf16:-2.296875"], [], {}),
+    ("add", ["fp32:0x3F801001", "bf16:0x3A80"], ["--to", "fp16"], dict(to="fp16")),  # a mix into a third format
     ("fma", ["bf16:0x3F81", "bf16:0x3F81", "fp32:0xBF810000"], ["--to", "fp32"], dict(to="fp32")),
     ("div", ["fp16:0x3C00", "fp16:0x4200"], ["--round", "upward"], dict(rounding="upward")),
     ("sqrt", ["fp32:0x40000000"], ["--round", "to_odd"], dict(rounding="to_odd")),
@@ -103,6 +105,23 @@ def test_traces_render_as_the_cli_renders_them(cli, op, operands, options, keywo
             assert record.record == json.loads(command.stdout)
 
 
+def test_the_docstrings_list_the_names_of_the_librarys_tables():
+    tables = bitexact._bitexact._spellings()
+    assert [len(tables[t]) for t in ("rounding", "tininess", "nans", "format")] == [7, 2, 2, 6]
+    doc = bitexact.add.__doc__
+    rounding_line = next(line.strip() for line in doc.splitlines() if line.strip().startswith("rounding:"))
+    assert rounding_line == "rounding: " + ", ".join(names[0] for names in tables["rounding"])
+    listed = 0
+    for table in ("tininess", "nans"):
+        for names in tables[table]:
+            for name in names:
+                assert re.search(rf"\b{name}\b", doc), f"{table}: {name} is missing from the docstring"
+                listed += 1
+    assert listed == 8
+    for names in tables["rounding"]:  # and each spelling reads as its mode, as the command reads --round
+        assert {bitexact._bitexact._rounding_name(name) for name in names} == {names[0]}
+
+
 def test_the_papers_addition_traced_from_bit_patterns():
     record = bitexact.trace("add", 0xC01A0E2E, 0xC0130000, format="fp32", to="bf16")
     assert record.record["result"] == {"format": "bf16", "bits": "0xC097", "value": "-4.71875"}
@@ -115,7 +134,7 @@ def test_the_papers_addition_traced_from_bit_patterns():
 
 
 def test_big_endian_arrays_are_read_as_the_numbers_they_hold(compared):
-    # Issue: '>u2' arrays used to be read as native bytes (0x4000 + 0x4000 gave 0x807E).
+    # Read as native bytes, two big-endian bf16 2s would sum to 0x807E.
     two = np.array([0x4000], dtype=np.uint16)
     out, _ = bitexact.add(two.astype(">u2"), two.astype(">u2"), format="bf16")
     assert out.tolist() == [0x4080]  # 2 + 2 = 4

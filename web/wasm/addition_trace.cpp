@@ -3,6 +3,7 @@
 // B --to FORMAT --round MODE` prints it.
 #include <emscripten/emscripten.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,14 +38,12 @@ std::string rounding_note(int index, std::string_view text, const parsed_operand
 }
 
 trace traced_addition(const parsed_operand& a, const parsed_operand& b, format result, const environment& env) {
-  return visit_format(result, [&](auto result_tag) {
-    return with_operand_pair(a.fmt, b.fmt, [&](auto a_tag, auto b_tag) {
-      constexpr format R = decltype(result_tag)::fmt;
-      trace_recorder recorder;
-      add<R>(decltype(a_tag)::value_type::from_bits(a.bits), decltype(b_tag)::value_type::from_bits(b.bits), env,
-             recorder);
-      return recorder.take();
-    });
+  return with_operation_formats(a.fmt, b.fmt, result, [&](auto a_tag, auto b_tag, auto result_tag) {
+    constexpr format R = decltype(result_tag)::fmt;
+    trace_recorder recorder;
+    add<R>(decltype(a_tag)::value_type::from_bits(a.bits), decltype(b_tag)::value_type::from_bits(b.bits), env,
+           recorder);
+    return recorder.take();
   });
 }
 
@@ -71,17 +70,17 @@ std::string addition_json(std::string_view a_text, std::string_view b_text, std:
     return with_operands(fmt::format("operands of {} and {} cannot be mixed (a mix needs one of them in fp32, as an fp32 "
                                      "accumulator with a narrow value)",
                                      name_of(a.fmt), name_of(b.fmt)));
-  format result = a.fmt;
+  std::optional<format> named;
   if (!result_name.empty()) {
-    const auto named = format_from_name(result_name);
+    named = format_from_name(result_name);
     if (!named) return with_operands("unknown format " + quoted_input(result_name));
-    result = *named;
-  } else if (a.fmt != b.fmt) {
-    return with_operands(fmt::format("operands are {} and {}; choose the result format", name_of(a.fmt), name_of(b.fmt)));
   }
+  const std::optional<format> result = result_format_of({a.fmt, b.fmt}, named);
+  if (!result)
+    return with_operands(fmt::format("operands are {} and {}; choose the result format", name_of(a.fmt), name_of(b.fmt)));
   environment env;
   env.rounding = *mode;
-  const trace record = traced_addition(a, b, result, env);
+  const trace record = traced_addition(a, b, *result, env);
   return fmt::format("{{\"operands\": {}, \"notes\": [{}], \"trace\": {}}}", operands_json, notes, trace_json(record));
 }
 

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 
 namespace bitexact {
 
@@ -50,18 +49,5 @@ struct flags {
   }
   friend constexpr bool operator==(flags, flags) = default;
 };
-
-constexpr std::string_view name_of(rounding_mode mode) {
-  switch (mode) {
-    case rounding_mode::nearest_even: return "nearest_even";
-    case rounding_mode::nearest_away: return "nearest_away";
-    case rounding_mode::toward_zero: return "toward_zero";
-    case rounding_mode::upward: return "upward";
-    case rounding_mode::downward: return "downward";
-    case rounding_mode::to_odd: return "to_odd";
-    case rounding_mode::stochastic: return "stochastic";
-  }
-  return "?";
-}
 
 }  // namespace bitexact

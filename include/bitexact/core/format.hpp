@@ -4,7 +4,6 @@
 #include <bit>
 #include <compare>
 #include <cstdint>
-#include <string_view>
 #include <type_traits>
 
 #include "bits.hpp"
@@ -41,16 +40,6 @@ inline constexpr format fp16{5, 10};
 inline constexpr format tf32{8, 10};  // a 19-bit value in the low bits of its storage
 inline constexpr format e5m2{5, 2};
 inline constexpr format e4m3{4, 3, special_encoding::fn_no_infinity};  // OCP E4M3FN, max 448
-
-constexpr std::string_view name_of(format f) {
-  if (f == fp32) return "fp32";
-  if (f == bf16) return "bf16";
-  if (f == fp16) return "fp16";
-  if (f == tf32) return "tf32";
-  if (f == e5m2) return "e5m2";
-  if (f == e4m3) return "e4m3";
-  return "custom";
-}
 
 template <format F>
 using storage_t = std::conditional_t<F.width() <= 8, std::uint8_t,

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 #include <type_traits>
 
 #include "bits.hpp"
@@ -14,11 +13,6 @@
 namespace bitexact {
 
 enum class operation : std::uint8_t { add, sub, mul, fma, div, sqrt, convert, from_integer, to_integer };
-
-constexpr std::string_view name_of(operation op) {
-  constexpr std::string_view names[] = {"add", "sub", "mul", "fma", "div", "sqrt", "convert", "from_integer", "to_integer"};
-  return names[static_cast<int>(op)];
-}
 
 struct operation_event {
   operation op;

@@ -1,5 +1,6 @@
-// The names and one-line descriptions of bitexact's values and vocabulary,
-// for people: "bf16:0xC097 (-4.71875)", "underflow|inexact", "tie_to_even".
+// The names and one-line descriptions of bitexact's values and flags, for
+// people: "bf16:0xC097 (-4.71875)", "underflow|inexact" (the vocabulary's
+// names, "tie_to_even", are core/names.hpp's).
 // Light on purpose (fmt, no Boost): fmt.hpp, the command line and check.hpp
 // print values through it without the trace machinery.
 #pragma once
@@ -14,6 +15,7 @@
 #include "../core/bits.hpp"
 #include "../core/environment.hpp"
 #include "../core/format.hpp"
+#include "../core/names.hpp"
 #include "../core/observer.hpp"
 #include "../core/unpack.hpp"
 
@@ -29,25 +31,6 @@ constexpr std::string_view name_of(value_class c) {
     case value_class::signaling_nan: return "signaling NaN";
   }
   return "?";
-}
-
-constexpr std::string_view name_of(tininess t) {
-  return t == tininess::before_rounding ? "before_rounding" : "after_rounding";
-}
-constexpr std::string_view name_of(nan_policy p) { return p == nan_policy::canonical ? "canonical" : "ieee_propagate"; }
-
-constexpr std::string_view name_of(rounding_reason r) {
-  constexpr std::string_view names[] = {"exact",           "below_half",        "above_half",   "tie_to_even",
-                                        "tie_stays_even",  "tie_away",          "toward_zero",  "directed_up",
-                                        "directed_truncate", "odd_bit_set",     "odd_already",  "stochastic_up",
-                                        "stochastic_down"};
-  return names[static_cast<int>(r)];
-}
-
-constexpr std::string_view name_of(special_reason r) {
-  constexpr std::string_view names[] = {"nan_operand", "invalid_operation", "infinity_operand", "division_by_zero",
-                                        "zero_result", "overflow",          "flushed_to_zero",  "out_of_range_integer"};
-  return names[static_cast<int>(r)];
 }
 
 // One flag bit's name, for the five IEEE flags.

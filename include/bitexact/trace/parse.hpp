@@ -1,5 +1,5 @@
-// Reading formats, rounding modes and operands from text, as the `bitexact`
-// command does, for library users too.
+// Reading operands from text, as the `bitexact` command does, for library
+// users too (the names of formats and rounding modes: core/names.hpp).
 //
 //   auto parsed = bitexact::parse_operand("bf16:-2.40625", bitexact::fp32);
 //   if (!parsed.ok()) { std::cerr << parsed.error << '\n'; return 2; }
@@ -22,9 +22,7 @@
 // A value that rounds beyond the largest finite number is an error: write inf.
 #pragma once
 
-#include <array>
 #include <cstdint>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -32,140 +30,14 @@
 
 #include <boost/multiprecision/cpp_int.hpp>
 
+#include "../core/dispatch.hpp"
 #include "../core/environment.hpp"
 #include "../core/format.hpp"
+#include "../core/names.hpp"
 #include "../core/operations.hpp"
 #include "../core/round.hpp"
 
 namespace bitexact {
-
-// The compile-time format behind a runtime one, for visit_format's callback.
-template <format F>
-struct format_tag {
-  static constexpr format fmt = F;
-  using value_type = value<F>;
-};
-
-inline constexpr format named_formats[] = {fp32, bf16, fp16, tf32, e5m2, e4m3};
-
-// Call fn(format_tag<F>{}) for the named format F equal to f. Every branch
-// must return the same type. Returns false through `known` for a format that
-// is not one of the named ones.
-template <class Fn>
-constexpr decltype(auto) visit_format(format f, Fn&& fn, bool* known = nullptr) {
-  if (known) *known = true;
-  if (f == bf16) return fn(format_tag<bf16>{});
-  if (f == fp16) return fn(format_tag<fp16>{});
-  if (f == tf32) return fn(format_tag<tf32>{});
-  if (f == e5m2) return fn(format_tag<e5m2>{});
-  if (f == e4m3) return fn(format_tag<e4m3>{});
-  if (known) *known = f == fp32;
-  return fn(format_tag<fp32>{});
-}
-
-// fn(format_tag<A>{}, format_tag<B>{}, ...) for the named formats equal to
-// the runtime ones, given in order.
-template <class Fn>
-constexpr decltype(auto) with_formats(Fn&& fn) {
-  return fn();
-}
-template <class Fn, class... Rest>
-constexpr decltype(auto) with_formats(Fn&& fn, format first, Rest... rest) {
-  return visit_format(first, [&](auto first_tag) -> decltype(auto) {
-    return with_formats([&](auto... rest_tags) -> decltype(auto) { return fn(first_tag, rest_tags...); }, rest...);
-  });
-}
-
-// The operand formats the command and the Python binding dispatch: one
-// format, or two where one is fp32 (an fp32 accumulator and a narrow operand,
-// as kernels mix them). Every pair would compile every operation 6^3 times.
-constexpr bool supported_operand_pair(format a, format b) { return a == b || a == fp32 || b == fp32; }
-
-// fn(format_tag<A>{}, format_tag<B>{}) for a supported pair; throws
-// std::invalid_argument, saying what to do, for any other.
-template <class Fn>
-decltype(auto) with_operand_pair(format a, format b, Fn&& fn) {
-  if (!supported_operand_pair(a, b))
-    throw std::invalid_argument("operands of " + std::string(name_of(a)) + " and " + std::string(name_of(b)) +
-                                " cannot be mixed: a mix needs one of them in fp32 (an fp32 accumulator and a "
-                                "narrow value); convert one operand first");
-  if (a == b) return visit_format(a, [&](auto tag) -> decltype(auto) { return fn(tag, tag); });
-  if (a == fp32) return visit_format(b, [&](auto tag) -> decltype(auto) { return fn(format_tag<fp32>{}, tag); });
-  return visit_format(a, [&](auto tag) -> decltype(auto) { return fn(tag, format_tag<fp32>{}); });
-}
-
-// Accepts this library's names and the spellings TestFloat and ML frameworks use.
-constexpr std::optional<format> format_from_name(std::string_view name) {
-  if (name == "fp32" || name == "f32" || name == "float32" || name == "binary32") return fp32;
-  if (name == "bf16" || name == "bfloat16") return bf16;
-  if (name == "fp16" || name == "f16" || name == "float16" || name == "half" || name == "binary16") return fp16;
-  if (name == "tf32" || name == "tfloat32") return tf32;
-  if (name == "e5m2" || name == "fp8_e5m2" || name == "float8_e5m2") return e5m2;
-  if (name == "e4m3" || name == "fp8_e4m3" || name == "float8_e4m3" || name == "e4m3fn" || name == "float8_e4m3fn")
-    return e4m3;
-  return std::nullopt;
-}
-
-inline constexpr std::string_view format_names_hint = "fp32, bf16, fp16, tf32, e5m2, e4m3";
-
-// Every spelling of each value of an environment setting: the enumerator's
-// name first, then the short forms (and TestFloat's names for rounding modes:
-// minMag, min, max, near_maxMag, ...). The command and the Python binding look
-// names up here, and their error messages list the same table.
-template <class Setting>
-struct setting_spelling {
-  Setting value;
-  std::array<std::string_view, 4> names;  // unused places empty
-};
-
-inline constexpr std::array<setting_spelling<rounding_mode>, 7> rounding_spellings{{
-    {rounding_mode::nearest_even, {"nearest_even", "rne", "near_even", "nearest"}},
-    {rounding_mode::nearest_away, {"nearest_away", "rna", "near_maxMag", ""}},
-    {rounding_mode::toward_zero, {"toward_zero", "rtz", "minMag", "zero"}},
-    {rounding_mode::upward, {"upward", "rup", "max", "up"}},
-    {rounding_mode::downward, {"downward", "rdn", "min", "down"}},
-    {rounding_mode::to_odd, {"to_odd", "odd", "rod", ""}},
-    {rounding_mode::stochastic, {"stochastic", "sr", "", ""}},
-}};
-
-inline constexpr std::array<setting_spelling<tininess>, 2> tininess_spellings{{
-    {tininess::after_rounding, {"after_rounding", "after", "", ""}},
-    {tininess::before_rounding, {"before_rounding", "before", "", ""}},
-}};
-
-inline constexpr std::array<setting_spelling<nan_policy>, 2> nan_policy_spellings{{
-    {nan_policy::ieee_propagate, {"ieee_propagate", "ieee", "", ""}},
-    {nan_policy::canonical, {"canonical", "cuda", "", ""}},
-}};
-
-template <class Setting, std::size_t N>
-constexpr std::optional<Setting> setting_from_name(const std::array<setting_spelling<Setting>, N>& spellings,
-                                                   std::string_view name) {
-  for (const setting_spelling<Setting>& spelling : spellings)
-    for (const std::string_view n : spelling.names)
-      if (!n.empty() && n == name) return spelling.value;
-  return std::nullopt;
-}
-
-constexpr std::optional<rounding_mode> rounding_mode_from_name(std::string_view name) {
-  return setting_from_name(rounding_spellings, name);
-}
-
-// "nearest_even (or rne, near_even, nearest), nearest_away (or rna, near_maxMag), ...".
-template <class Setting, std::size_t N>
-std::string setting_names_hint(const std::array<setting_spelling<Setting>, N>& spellings) {
-  std::string text;
-  for (const setting_spelling<Setting>& spelling : spellings) {
-    text += (text.empty() ? "" : ", ") + std::string(spelling.names[0]);
-    std::string others;
-    for (std::size_t i = 1; i < spelling.names.size(); ++i)
-      if (!spelling.names[i].empty()) others += (others.empty() ? "" : ", ") + std::string(spelling.names[i]);
-    if (!others.empty()) text += " (or " + others + ")";
-  }
-  return text;
-}
-
-inline std::string rounding_names_hint() { return setting_names_hint(rounding_spellings); }
 
 enum class operand_syntax : std::uint8_t { bit_pattern, decimal, hex_float, infinity, nan };
 
@@ -379,7 +251,7 @@ inline operand_parse parse_operand(std::string_view text, format default_format)
     const auto named = format_from_name(prefix);
     if (!named) {
       result.error = "unknown format " + quoted_input(prefix) + " in " + quoted_input(whole) + "; expected one of " +
-                     std::string(format_names_hint);
+                     format_names_hint();
       return result;
     }
     out.fmt = *named;

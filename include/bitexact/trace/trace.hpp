@@ -45,6 +45,7 @@
 #include "../core/bits.hpp"
 #include "../core/environment.hpp"
 #include "../core/format.hpp"
+#include "../core/names.hpp"
 #include "../core/observer.hpp"
 #include "../core/operations.hpp"
 #include "../core/unpack.hpp"
@@ -232,18 +233,7 @@ struct trace {
 // ---------------------------------------------------------------------------
 // Words for the decisions.
 
-inline std::string_view describe(rounding_mode mode) {
-  switch (mode) {
-    case rounding_mode::nearest_even: return "round to nearest, ties to even";
-    case rounding_mode::nearest_away: return "round to nearest, ties away from zero";
-    case rounding_mode::toward_zero: return "round toward zero";
-    case rounding_mode::upward: return "round toward +infinity";
-    case rounding_mode::downward: return "round toward -infinity";
-    case rounding_mode::to_odd: return "round to odd";
-    case rounding_mode::stochastic: return "stochastic rounding";
-  }
-  return "?";
-}
+inline std::string_view describe(rounding_mode mode) { return description_of(mode); }
 
 inline std::string describe(const rounding_event& r, std::uint32_t random_bits) {
   const std::string_view toward_magnitude = r.sign ? "more negative" : "more positive";

@@ -1,0 +1,427 @@
+#!/usr/bin/env python3
+"""The rules of cuBLAS's matrix-product kernels (PyTorch 2.11, sm_90), checked bit for bit
+against captures of cuda/capture/matmul_capture.py, and the packing of the committed subset.
+
+    PYTHONPATH=build/python python3 tools/analysis/matmul_rules.py check DIR [--alternatives]
+    PYTHONPATH=build/python python3 tools/analysis/matmul_rules.py pack CAPTURE_DIR OUT_DIR
+
+DIR holds manifest.json and one folder per case (a.npy [M,K], b.npy [K,N], d.npy [M,N], bias.npy,
+scale_a.npy, scale_b.npy): a whole capture (unpacked capture_part*.tar, with logs/ for the
+cuBLASLt algorithm of each call) or tests/data/matmul (a subset of rows and columns per case,
+named in its manifest.json). `check` prints, per case, the rule its kernel follows and the
+mismatches against it; with --alternatives also the rejected rules and their counts. `pack`
+writes the subset of every case that tests/data/matmul keeps, with MANIFEST (FNV-1a 64 and
+SHA-256 of every file).
+
+The rules (docs: the report of issue 30's first step):
+- chain16: each output the sm_90 tensor core's chain of 16-product fused steps over k from C=+0
+  (bitexact.mma), in fp32, rounded to nearest even into the output format.
+- split-K (kernel name ..._splitK_..., then cublasLt::splitKreduce_kernel): s = the algorithm's
+  numSplitsK (cuBLASLt log); chunk = ceil(K/s) rounded up to the kernel's K tile (64: the first
+  number of the name's second group, 64x16); split j is chain16 over k in [j*chunk, min(K,(j+1)*chunk))
+  from +0, kept in fp32; the reduction adds them in fp32 round-to-nearest in split order,
+  ((p0 + p1) + p2) + ...; then the epilogue.
+- bias epilogue (_bias_): fp32 acc + fp32(bias), rounded to nearest in fp32, then to the output.
+- fp8 (nvjet_sm90_qq*/qr*): chain of 32-product steps, each term truncated toward zero to a multiple
+  of 2^(e_max - 13), e_max the largest leading exponent of the unnormalised products (e_a + e_b,
+  a subnormal input at its format's e_min) and of the accumulator; exact sum; the sum rounded toward
+  zero to 14 significant bits (13 fraction bits). Fast accumulation (no _algo2_): one chain over all
+  of K. Default (_algo2_): a chain over each 128 of K (4 steps) from +0, added into an fp32
+  accumulator by fp32 round-to-nearest addition. Epilogue: acc * fl32(scale_a * scale_b) in fp32
+  round-to-nearest (row-wise: fl32(scale_a[m] * scale_b[n])), then rounded to the output.
+- cutlass_75 *_align1 wmma (fp16, K not a multiple of 64): the 16-product steps start with the K
+  residue tile: k-step bounds 0, 16, ... within the first (K mod 64) elements, then 16 at a time.
+"""
+import hashlib
+import json
+import os
+import re
+import sys
+
+import numpy as np
+
+import bitexact
+
+# ---------------------------------------------------------------- loading
+
+
+def load_case(folder):
+    return {f[:-4]: np.load(os.path.join(folder, f)) for f in os.listdir(folder) if f.endswith(".npy")}
+
+
+def parse_cublaslt_log(path):
+    """The algorithm of every cublasLt*Matmul call, in call order (CUBLASLT_LOG_LEVEL=5 trace)."""
+    calls = []
+    for line in open(path, errors="replace"):
+        m = re.search(r"\[Trace\]\[(cublasLt\w*Matmul)\](.*)", line)
+        if m:
+            algo = re.search(r"algo=\[([^\]]*)\]", m.group(2))
+            calls.append(dict(re.findall(r"(\w+)=(\S+)", algo.group(1))) if algo else {})
+    return calls
+
+
+def attach_algorithms(manifest, folder):
+    """Each case's cuBLASLt algorithm: the capture runs every case three times (warm-up, two runs)."""
+    logs = [os.path.join(folder, "logs", f) for f in os.listdir(os.path.join(folder, "logs"))
+            if f.startswith("cublaslt")] if os.path.isdir(os.path.join(folder, "logs")) else []
+    if not logs:
+        return
+    calls, i = parse_cublaslt_log(logs[0]), 0
+    for case in manifest["cases"]:
+        if "error" in case:
+            continue
+        three = calls[i:i + 3]
+        i += 3
+        assert all(c == three[0] for c in three), case["name"]
+        case["algorithm"] = three[0]
+
+
+# ---------------------------------------------------------------- 16-bit inputs
+
+
+def as_f32(bits):
+    return np.ascontiguousarray(bits).view(np.float32)
+
+
+def round_to(acc, fmt):
+    """fp32 values rounded to nearest even into fmt's bit patterns (fp32: the bits)."""
+    acc = np.ascontiguousarray(acc, np.float32)
+    if fmt == "fp32":
+        return acc.view(np.uint32)
+    return bitexact.convert(acc.view(np.uint32), format="fp32", result_format=fmt)[0]
+
+
+def chain16(a, b, fmt, lo=0, hi=None, c=None):
+    hi = a.shape[1] if hi is None else hi
+    return as_f32(bitexact.mma(a[:, lo:hi], b[lo:hi, :], c, input_format=fmt, acc_format="fp32"))
+
+
+def k_tile(kernel):
+    """The K tile of an nvjet kernel: the first number of the name's second group (nvjet_sm90_tst_64x32_64x16_...)."""
+    m = re.search(r"nvjet_sm90_[a-z]+_\d+x\d+_(\d+)x\d+_", kernel)
+    return int(m.group(1)) if m else 64
+
+
+def split_bounds(k, splits, tile):
+    chunk = -(-k // splits)
+    chunk = -(-chunk // tile) * tile
+    return [min(j * chunk, k) for j in range(splits + 1)]
+
+
+def split_partials(a, b, fmt, bounds):
+    return [chain16(a, b, fmt, bounds[j], bounds[j + 1]) for j in range(len(bounds) - 1) if bounds[j + 1] > bounds[j]]
+
+
+def reduce_partials(partials, order="forward"):
+    if order == "reverse":
+        partials = partials[::-1]
+    if order == "tree":
+        level = list(partials)
+        while len(level) > 1:
+            level = [(level[i] + level[i + 1]).astype(np.float32) if i + 1 < len(level) else level[i]
+                     for i in range(0, len(level), 2)]
+        return level[0]
+    acc = partials[0]
+    for p in partials[1:]:
+        acc = (acc + p).astype(np.float32)
+    return acc
+
+
+def residue_first_bounds(k, tile=64, step=16):
+    """k-step bounds of a CUTLASS 2 kernel that loads the partial K tile first."""
+    residue = k % tile or tile
+    return list(range(0, residue, step)) + list(range(residue, k, step)) + [k]
+
+
+def segmented_chain(a, b, fmt, bounds):
+    c = None
+    for lo, hi in zip(bounds, bounds[1:]):
+        c = bitexact.mma(a[:, lo:hi], b[lo:hi, :], c, input_format=fmt, acc_format="fp32")
+    return as_f32(c)
+
+
+# ---------------------------------------------------------------- fp8 inputs: the k32 unit
+
+
+def decode_fp8(bits, fmt):
+    """(signed integer significand, exponent of its last bit, leading exponent) of e4m3 / e5m2
+    patterns; a subnormal keeps its format's e_min and its leading zeros."""
+    bits = bits.astype(np.int64)
+    sign = np.where(bits & 0x80, -1, 1)
+    if fmt == "e4m3":
+        exp, frac, frac_bits, bias = (bits >> 3) & 0xF, bits & 7, 3, 7
+    else:
+        exp, frac, frac_bits, bias = (bits >> 2) & 0x1F, bits & 3, 2, 15
+    subnormal = exp == 0
+    sig = np.where(subnormal, frac, frac + (1 << frac_bits))
+    lead = np.where(subnormal, 1 - bias, exp - bias)
+    return sign * sig, lead - frac_bits, lead
+
+
+def decode_fp32_values(x):
+    mant, exp = np.frexp(np.asarray(x, np.float64))
+    return np.round(mant * (1 << 24)).astype(np.int64), exp - 24, exp - 1
+
+
+def truncate_to_lsb(sig, lsb, window_lsb):
+    """sig * 2^lsb truncated toward zero to a multiple of 2^window_lsb, as an integer count of them."""
+    shift = lsb - window_lsb
+    mag = np.abs(sig)
+    kept = np.where(shift >= 0, mag << np.clip(shift, 0, 40), mag >> np.clip(-shift, 0, 62))
+    return np.sign(sig) * kept
+
+
+def round_toward_zero_bits(total, bits):
+    mag, sign = np.abs(total), np.sign(total)
+    length = np.array([int(v).bit_length() for v in mag.ravel()]).reshape(mag.shape)
+    shift = np.maximum(length - bits, 0)
+    return sign * ((mag >> shift) << shift)
+
+
+NO_TERM = -1000
+
+
+def fp8_step(p_sig, p_lsb, p_lead, acc, window_bits=13, result_bits=14):
+    """One fused k32 step: products (O, k) and the fp32 accumulator (O,); returns float64 values."""
+    c_sig, c_lsb, c_lead = decode_fp32_values(acc)
+    p_lead = np.where(p_sig != 0, p_lead, NO_TERM)
+    c_lead = np.where(c_sig != 0, c_lead, NO_TERM)
+    window_lsb = np.maximum(p_lead.max(axis=1), c_lead) - window_bits
+    total = truncate_to_lsb(p_sig, p_lsb, window_lsb[:, None]).sum(axis=1) + truncate_to_lsb(c_sig, c_lsb, window_lsb)
+    if result_bits is not None:
+        total = round_toward_zero_bits(total, result_bits)
+    return np.ldexp(total.astype(np.float64), window_lsb)
+
+
+def fp8_product(a, b, fa, fb, promote_every=None, window_bits=13, result_bits=14, step=32):
+    """A [M,K] and B [K,N] fp8 patterns: the chain of k32 steps; with promote_every=p the chain
+    restarts from +0 every p steps and its result is added into an fp32 accumulator (fp32 RN)."""
+    m, k = a.shape
+    n = b.shape[1]
+    sa, la, ea = decode_fp8(a, fa)
+    sb, lb, eb = decode_fp8(b, fb)
+    chain, acc = np.zeros(m * n), np.zeros(m * n, np.float32)
+    steps = -(-k // step)
+    for t in range(steps):
+        lo, hi = t * step, min(k, (t + 1) * step)
+
+        p_sig = (sa[:, None, lo:hi] * sb[lo:hi, :].T[None, :, :]).reshape(m * n, -1)
+        p_lsb = (la[:, None, lo:hi] + lb[lo:hi, :].T[None, :, :]).reshape(m * n, -1)
+        p_lead = (ea[:, None, lo:hi] + eb[lo:hi, :].T[None, :, :]).reshape(m * n, -1)
+        chain = fp8_step(p_sig, p_lsb, p_lead, chain, window_bits, result_bits).astype(np.float32).astype(np.float64)
+        if promote_every and ((t + 1) % promote_every == 0 or t == steps - 1):
+            acc = (acc + chain.astype(np.float32)).astype(np.float32)
+            chain = np.zeros(m * n)
+    return (acc if promote_every else chain.astype(np.float32)).reshape(m, n)
+
+
+def scale_epilogue(acc, scale_a, scale_b, order="product_first"):
+    scale_a, scale_b = scale_a.astype(np.float32), scale_b.astype(np.float32)
+    if scale_a.size == 1:
+        scale_a, scale_b = scale_a.reshape(()), scale_b.reshape(())
+    if order == "product_first":
+        return (acc * (scale_a * scale_b).astype(np.float32)).astype(np.float32)
+    if order == "a_then_b":
+        return ((acc * scale_a).astype(np.float32) * scale_b).astype(np.float32)
+    return (acc.astype(np.float64) * np.float64(scale_a) * np.float64(scale_b)).astype(np.float32)
+
+
+# ---------------------------------------------------------------- one rule per kernel
+
+
+def kernel_rule(case):
+    names = [k[0] for k in case["kernels"]]
+    main = names[0]
+    if case["op"] == "scaled_mm":
+        return "fp8_default" if "_algo2_" in main else "fp8_fast"
+    if "_splitK" in main:
+        return "splitk_bias" if "_bias" in main else "splitk"
+    if "_bias" in main:
+        return "chain16_bias"
+    if "wmma_tensorop" in main and "align1" in main:
+        return "residue_first"
+    if "cutlass" in main:
+        return "cutlass_splitk_unresolved"
+    return "chain16"
+
+
+def model(case, data, rule, variant=None):
+    """The model's output bits for one case under `rule` (variant: an alternative, for --alternatives)."""
+    fmt = case.get("dtype")
+    a, b = data["a"], data["b"]
+    out = case["out_dtype"]
+    if rule.startswith("fp8"):
+        promote = 4 if rule == "fp8_default" else None
+        window, result = 13, 14
+        if variant and variant.startswith("promote="):
+            promote = int(variant.split("=")[1]) or None
+        if variant and variant.startswith("window="):
+            window = int(variant.split("=")[1])
+        if variant == "no step rounding":
+            result = None
+        acc = fp8_product(a, b, case["a_type"], case["b_type"], promote, window, result)
+        order = variant if variant in ("a_then_b", "exact") else "product_first"
+        return round_to(scale_epilogue(acc, data["scale_a"], data["scale_b"], order), out)
+    if rule == "residue_first":
+        bounds = list(range(0, case["K"], 16)) + [case["K"]] if variant == "plain" else residue_first_bounds(case["K"])
+        return round_to(segmented_chain(a, b, fmt, bounds), out)
+    if rule in ("splitk", "splitk_bias"):
+        splits = int(case["algorithm"]["numSplitsK"])
+        tile = k_tile(case["kernels"][0][0]) if variant != "tile=16" else 16
+        bounds = split_bounds(case["K"], splits, tile) if variant != "plain chain" else [0, case["K"]]
+        acc = reduce_partials(split_partials(a, b, fmt, bounds), variant if variant in ("reverse", "tree") else "forward")
+    else:
+        acc = chain16(a, b, fmt)
+    if rule.endswith("bias"):
+        bias = as_f32(bitexact.convert(data["bias"], format=fmt, result_format="fp32")[0])
+        if variant == "bias rounded after":
+            return bitexact.add(round_to(acc, out), np.ascontiguousarray(np.broadcast_to(data["bias"], acc.shape)),
+                                format=out)[0]
+        acc = (acc + bias[None, :]).astype(np.float32)
+    return round_to(acc, out)
+
+
+ALTERNATIVES = {
+    "splitk": ["plain chain", "reverse", "tree", "tile=16"],
+    "splitk_bias": ["plain chain", "bias rounded after"],
+    "chain16_bias": ["bias rounded after"],
+    "fp8_fast": ["promote=4", "window=12", "window=14", "no step rounding", "a_then_b", "exact"],
+    "fp8_default": ["promote=0", "promote=2", "promote=8", "a_then_b", "exact"],
+    "residue_first": ["plain"],
+}
+
+
+def check(folder, alternatives=False):
+    manifest = json.load(open(os.path.join(folder, "manifest.json")))
+    attach_algorithms(manifest, folder)
+    compared = failures = 0
+    for case in manifest["cases"]:
+        if "error" in case:
+            continue
+        data = load_case(os.path.join(folder, case["name"]) if os.path.isdir(os.path.join(folder, case["name"]))
+                         else os.path.join(folder, "cases", case["name"]))
+        rule = kernel_rule(case)
+        got = model(case, data, rule)
+        bad = int((got != data["d"]).sum())
+        compared += got.size
+        failures += bad
+        print(f"{case['name']}: {rule}, {bad} of {got.size} differ  [{case['kernels'][0][0][:60]}]", flush=True)
+        if alternatives:
+            for variant in ALTERNATIVES.get(rule, []):
+                alt = model(case, data, rule, variant)
+                print(f"    alternative {variant!r}: {int((alt != data['d']).sum())} differ", flush=True)
+    print(f"total: {compared} outputs compared, {failures} differ")
+    return failures
+
+
+# ---------------------------------------------------------------- the committed subset
+
+def fnv1a64(data):
+    # The project's FNV-1a 64 (include/bitexact/core/checksum.hpp): offset basis 1469598103934665603.
+    h = 1469598103934665603
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def pick(indices, total, limit, rng):
+    """Up to `limit` of range(total): first the given ones (in order of appearance), then random."""
+    chosen = list(dict.fromkeys(int(i) for i in indices))[:limit]
+    rest = [i for i in rng.permutation(total) if i not in set(chosen)]
+    return sorted(int(i) for i in chosen + rest[:max(0, limit - len(chosen))])
+
+
+def split_survey(capture):
+    """The survey's lines: per shape, the kernel and the cuBLASLt algorithm (the log's calls after the cases',
+    two per shape: warm-up and profiled run)."""
+    manifest = json.load(open(os.path.join(capture, "manifest.json")))
+    logs = [f for f in os.listdir(os.path.join(capture, "logs")) if f.startswith("cublaslt")]
+    cases = sum(1 for case in manifest["cases"] if "error" not in case)
+    calls = parse_cublaslt_log(os.path.join(capture, "logs", logs[0]))[3 * cases:]
+    rows = manifest["survey"]
+    assert len(calls) == 2 * len(rows)
+    lines = ["# bf16 and fp16 torch.matmul on zero inputs (matmul_capture.py's survey): the kernel and the cuBLASLt",
+             "# algorithm per shape (CUBLASLT_LOG_LEVEL=5 trace). s: numSplitsK; chunk: ceil(K/s) rounded up to the",
+             "# K tile 64, the K of every split but the last."]
+    for row, algo in zip(rows, calls[1::2]):
+        kernel = row["kernels"][0]
+        splits = int(algo.get("numSplitsK", 1))
+        chunk = split_bounds(row["K"], splits, 64)[1]
+        tile = algo.get("tile", "").replace("MATMUL_TILE_", "")
+        cluster = algo.get("clusterShape", "").replace("CLUSTER_SHAPE_", "")
+        lines.append(f"{row['dtype']} {row['M']:4d}x{row['N']:<4d} K={row['K']:6d} s={splits:3d} chunk={chunk:6d} "
+                     f"tile={tile:7s} cluster={cluster:6s} grid={kernel[1]} {kernel[0][:60]}")
+    return lines
+
+
+def pack(capture, out, keep_whole_below=480_000):
+    manifest = json.load(open(os.path.join(capture, "manifest.json")))
+    attach_algorithms(manifest, capture)
+    rng = np.random.default_rng(30)
+    os.makedirs(out, exist_ok=True)
+    kept_cases, lines = [], []
+    for case in manifest["cases"]:
+        if "error" in case:
+            continue
+        data = load_case(os.path.join(capture, "cases", case["name"]))
+        size = sum(v.nbytes for v in data.values())
+        rule = kernel_rule(case)
+        m, n, k = case["M"], case["N"], case["K"]
+        if size <= keep_whole_below:
+            rows, cols = list(range(m)), list(range(n))
+        else:
+            limit = min(16, max(4, 131072 // (2 * k)))  # about 256 KB of A and B rows
+            # Elements where a rejected alternative differs from the GPU come first, the rarest first.
+            masks = [model(case, data, rule, variant) != data["d"] for variant in ALTERNATIVES.get(rule, [])[:3]]
+            masks = sorted((mask for mask in masks if mask.any()), key=lambda mask: mask.sum())
+            where = np.concatenate([np.argwhere(mask) for mask in masks]) if masks else np.zeros((0, 2), int)
+            rows = pick(where[:, 0], m, limit, rng)
+            cols = pick(where[np.isin(where[:, 0], rows)][:, 1], n, limit, rng)
+        folder = os.path.join(out, case["name"])
+        os.makedirs(folder, exist_ok=True)
+        subset = {"a": data["a"][rows], "b": data["b"][:, cols], "d": data["d"][np.ix_(rows, cols)]}
+        if "bias" in data:
+            subset["bias"] = data["bias"][cols]
+        if "scale_a" in data:
+            sa, sb = data["scale_a"], data["scale_b"]
+            subset["scale_a"] = sa[rows] if sa.ndim == 2 else sa
+            subset["scale_b"] = sb[:, cols] if sb.ndim == 2 else sb
+        entry = {key: case[key] for key in case if key not in ("kernels_second_run",)}
+        entry.update(rows=rows if len(rows) < m else "all", cols=cols if len(cols) < n else "all", rule=rule)
+        kept_cases.append(entry)
+        lines.append(f"case {case['name']} {m} {n} {k} {rule} rows={len(rows)} cols={len(cols)}")
+        for key, array in sorted(subset.items()):
+            path = os.path.join(folder, key + ".npy")
+            np.save(path, np.ascontiguousarray(array))
+            raw = open(path, "rb").read()
+            lines.append(f"file {fnv1a64(raw):016x} {hashlib.sha256(raw).hexdigest()} {case['name']}/{key}.npy")
+        print(lines[-len(subset) - 1], flush=True)
+    versions = manifest["versions"]
+    json.dump({"versions": versions, "cases": kept_cases}, open(os.path.join(out, "manifest.json"), "w"), indent=1)
+    open(os.path.join(out, "split_survey.txt"), "w").write("\n".join(split_survey(capture)) + "\n")
+    for name in ("manifest.json", "split_survey.txt"):
+        raw = open(os.path.join(out, name), "rb").read()
+        lines.append(f"file {fnv1a64(raw):016x} {hashlib.sha256(raw).hexdigest()} {name}")
+    header = [
+        "# cuBLAS matrix-product captures (cuda/capture/matmul_capture.py; tools/analysis/matmul_rules.py pack).",
+        f"# GPU {versions['gpu']} (sm_{versions['capability'].replace('.', '')}, {versions['sm_count']} SMs), "
+        f"{versions['nvidia_smi']}, torch {versions['torch']}, CUDA {versions['cuda']}, "
+        f"cuBLAS {versions['libraries'].get('cublas')}, captured {versions['date_utc']}.",
+        "# case NAME M N K RULE rows=KEPT cols=KEPT (the rows of A and D and the columns of B and D kept;",
+        "#   manifest.json lists them; the rule reads the full M, N, K and the case's numSplitsK)",
+        "# file FNV1A64 SHA256 PATH",
+    ]
+    open(os.path.join(out, "MANIFEST"), "w").write("\n".join(header + lines) + "\n")
+
+
+def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "check":
+        sys.exit(1 if check(sys.argv[2], "--alternatives" in sys.argv) else 0)
+    if len(sys.argv) == 4 and sys.argv[1] == "pack":
+        pack(sys.argv[2], sys.argv[3])
+        return
+    sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()

@@ -63,19 +63,26 @@ TEST_CASE("matmul chain: one thread and every core give the same bits") {
   CHECK(differ == 0);
 }
 
-TEST_CASE("matmul split_steps: the splits take every k step once, in order") {
-  for (const int splits : {1, 2, 3, 5, 8})
-    for (const int multiple : {1, 2, 4})
-      for (const std::size_t steps : {std::size_t{1}, std::size_t{7}, std::size_t{64}, std::size_t{187}}) {
+TEST_CASE("matmul split_steps: the splits take every k step once, in order, each a whole number of K tiles") {
+  int checked = 0;
+  for (const int splits : {1, 2, 3, 5, 12, 25})
+    for (const std::size_t k_tile : {std::size_t{16}, std::size_t{64}, std::size_t{128}})
+      for (const std::size_t k : {std::size_t{1}, std::size_t{100}, std::size_t{3000}, std::size_t{32768}}) {
+        const matmul::gemm_kernel kernel{sm90_tensor_core, splits, k_tile};
         std::size_t next = 0;
         for (int s = 0; s < splits; ++s) {
-          const auto [first, end] = matmul::split_steps({splits, multiple}, steps, s);
+          const auto [first, end] = matmul::split_steps(kernel, k, s);
           CHECK(first <= end);
-          if (first < end) {
-            CHECK(first == next);
-            next = end;
-          }
+          if (first == end) continue;
+          CHECK(first == next);
+          if (s + 1 < splits && end < (k + 15) / 16) CHECK((end * 16) % k_tile == 0);
+          next = end;
         }
-        CHECK(next == steps);
+        CHECK(next == (k + 15) / 16);
+        ++checked;
       }
+  CHECK(checked == 6 * 3 * 4);
+  // 96 x 200 x 3000 in 2 splits: chunk ceil(3000 / 2) = 1500, rounded up to 1536 (24 K tiles).
+  CHECK(matmul::split_steps({sm90_tensor_core, 2, 64}, 3000, 0) == std::pair<std::size_t, std::size_t>{0, 96});
+  CHECK(matmul::split_steps({sm90_tensor_core, 2, 64}, 3000, 1) == std::pair<std::size_t, std::size_t>{96, 188});
 }

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "../core/format.hpp"
+#include "../core/names.hpp"
 #include "mma.hpp"
 
 namespace bitexact {

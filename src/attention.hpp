@@ -29,6 +29,7 @@
 #include <bitexact/testing/npy.hpp>
 
 #include "cli.hpp"
+#include "npy_files.hpp"
 
 namespace bitexact::cli::attention_parts {
 
@@ -88,9 +89,6 @@ struct expectations {
 };
 
 // attention_files.cpp
-std::string printable(std::string_view text);
-std::string shape_text(const std::vector<std::size_t>& shape);
-npy::array read_npy(const std::string& path, std::string_view rounded_to = "bf16");
 std::vector<bfloat16> bf16_elements(const npy::array& array, const std::string& path);
 operand_tensor read_operand(const std::string& path, std::string_view name);
 std::vector<std::size_t> lse_shape(const attention_problem& p);

@@ -18,6 +18,7 @@ int trace_command(const arguments& args);
 int eval_command(const arguments& args);
 int demo_command(const arguments& args);
 int attention_command(const arguments& args);
+int matmul_command(const arguments& args);
 int bias_command(const arguments& args);
 std::span<const command> bias_analyses();
 }  // namespace bitexact::cli
@@ -35,6 +36,7 @@ std::span<const command> commands() {
       {"eval", "FUNCTION", "evaluate Berkeley TestFloat lines from stdin (f32_add, bf16_mul, ...)", eval_command},
       {"demo", "", "the paper's Section 3.3.2 example and bf16 accumulation bias", demo_command},
       {"attention", "Q K V", "PyTorch's flash-attention forward on .npy heads, bit for bit", attention_command},
+      {"matmul", "A B", "cuBLAS's bf16 and fp16 matrix products on .npy matrices, bit for bit", matmul_command},
       {"bias", "ANALYSIS", "", bias_command, bias_analyses()},
   };
   return table;
@@ -55,7 +57,7 @@ void print_top_help(std::FILE* to) {
                "Exit status: 0 success; 1 eval found bad input lines (each reported on stderr, the\n"
                "rest evaluated) or eval --check found a mismatch; 2 bad arguments, or output that\n"
                "could not be written, with a one-line message on stderr. For attention, 1 is a\n"
-               "mismatch with --expect-o or --expect-lse, and 2 also a bad input file.\n",
+               "mismatch with --expect-o or --expect-lse (for matmul, --expect), and 2 also a bad input file.\n",
                command_list(commands()).c_str());
 }
 

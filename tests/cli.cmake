@@ -891,3 +891,29 @@ bitexact_cli_test(attention_mismatch_distribution RC 1 ARGS attention ${flex_hea
   ${flex_head}/v.npy --causal --batch-heads 1,64 --expect-o ${flex_head}/o_flex.npy
   CONTAINS "  distance in bf16 ulps 1: " "; the model above the file: "
   "nearly all by 1 to 4 ulps either way: the file looks like another rounding of the same result")
+
+# bitexact matmul on cuBLAS's captured products (tests/data/matmul, an H200 under torch 2.11).
+set(matmul_data ${CMAKE_CURRENT_LIST_DIR}/data/matmul)
+set(mm_split ${matmul_data}/bf16_splitk_96x200x3000)
+bitexact_cli_test(matmul_split_k ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy --splits 2 --expect ${mm_split}/d.npy
+  CONTAINS "matmul: A [16, 3000], B [3000, 16], bf16" "2 splits of K" "D: 256 elements compared, 0 mismatches")
+bitexact_cli_test(matmul_one_chain_misses_the_splits RC 1 ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy
+  --expect ${mm_split}/d.npy CONTAINS "D: 256 elements compared, 17 mismatches" "first mismatch at [0, 0] (row, col)"
+  "expected 0x4821 (164864)" "model    0x4820 (163840)")
+bitexact_cli_test(matmul_identify ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy --expect ${mm_split}/d.npy --identify
+  CONTAINS "256 elements, with 2 splits (--splits)")
+set(mm_linear ${matmul_data}/bf16_linear_64x64x8192)
+bitexact_cli_test(matmul_bias_split_k ARGS matmul ${mm_linear}/a.npy ${mm_linear}/b.npy --bias ${mm_linear}/bias.npy
+  --splits 6 --expect ${mm_linear}/d.npy CONTAINS ", bias, bf16" "D: 64 elements compared, 0 mismatches")
+set(mm_fp16 ${matmul_data}/fp16_splitk_64x64x8192)
+bitexact_cli_test(matmul_fp16 ARGS matmul ${mm_fp16}/a.npy ${mm_fp16}/b.npy --in-format fp16 --splits 6
+  --expect ${mm_fp16}/d.npy CONTAINS "fp16" "D: 64 elements compared, 0 mismatches")
+bitexact_cli_test(matmul_help ARGS matmul --help CONTAINS "usage: bitexact matmul A.npy B.npy" "--identify")
+bitexact_cli_test(matmul_error_k RC 2 ARGS matmul ${mm_split}/a.npy ${mm_linear}/b.npy ONE_LINE_ERROR
+  ERROR_CONTAINS "B has shape [8192, 8], but A [16, 3000] has K = 3000; B needs K rows")
+bitexact_cli_test(matmul_error_identify_alone RC 2 ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy --identify
+  ONE_LINE_ERROR ERROR_CONTAINS "--identify needs --expect FILE")
+bitexact_cli_test(matmul_error_float_file RC 2 ARGS matmul ${mm_split}/a.npy ${matmul_data}/fp8_e4m3_fp32_fast_64x64x2048/d.npy
+  ONE_LINE_ERROR ERROR_CONTAINS "is not 16-bit patterns")
+bitexact_cli_test(matmul_error_one_file RC 2 ARGS matmul ${mm_split}/a.npy ONE_LINE_ERROR
+  ERROR_CONTAINS "expected two .npy files, A and B, but got 1")

@@ -521,6 +521,28 @@ def wgmma(a, b, c=None, *, input_format="bf16", acc_format="fp32"):
     return d.reshape(64, n)
 
 
+def matmul(a, b, *, bias=None, splits=1, format="bf16", threads=0):
+    """D = A B (+ bias) as cuBLAS's sm_90 kernels compute it under torch.matmul and F.linear
+    (PyTorch 2.11, cuBLAS 13.1), bit for bit: A [M, K], B [K, N] and bias [N] of bf16 or fp16
+    bits (or torch / ml_dtypes arrays of that format); D [M, N] in the same format.
+
+    Each output is the tensor core's chain of 16-product fused steps over K into fp32. splits:
+    cuBLAS's split-K count (numSplitsK in its CUBLASLT_LOG_LEVEL=5 log): K cut into that many
+    splits of ceil(K / splits) rounded up to the 64-wide K tile, their fp32 partials added in
+    split order. The bias (F.linear's; its B is the weight transposed) is added in fp32 before
+    the one rounding to the output. threads: 0 for every core (the bits do not depend on it).
+    docs/matmul.md has the evidence; fp8 products (torch._scaled_mm) are not modelled yet."""
+    a, b, m, n, k = _mma_operands(a, b, format, "matmul")
+    if bias is not None:
+        bias = as_bits(bias, format, "bias")
+        if bias.shape != (n,):
+            raise ValueError(f"matmul: bias has shape {bias.shape}; expected ({n},), one value a column of b")
+        bias = np.ascontiguousarray(bias)
+    d = _bitexact._matmul(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1), bias, m, n, k,
+                          format, splits, threads)
+    return d.reshape(m, n)
+
+
 def _mufu(function, x, ftz):
     bits = as_bits(x, "fp32", "x")
     out = _bitexact._mufu(function + ("_ftz" if ftz else ""), np.ascontiguousarray(bits).reshape(-1))

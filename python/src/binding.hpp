@@ -67,5 +67,6 @@ void register_elementwise(py::module_& m);
 void register_traces(py::module_& m);
 void register_hardware(py::module_& m);
 void register_attention(py::module_& m);
+void register_matmul(py::module_& m);
 
 }  // namespace bitexact::python

@@ -12,4 +12,5 @@ PYBIND11_MODULE(_bitexact, m) {
   register_traces(m);
   register_hardware(m);
   register_attention(m);
+  register_matmul(m);
 }

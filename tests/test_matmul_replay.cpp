@@ -15,6 +15,7 @@
 
 #include <bitexact/core/checksum.hpp>
 #include <bitexact/matmul/gemm.hpp>
+#include <bitexact/matmul/scaled.hpp>
 #include <bitexact/testing/npy.hpp>
 
 using namespace bitexact;
@@ -40,6 +41,7 @@ std::vector<value<F>> values_of(const npy::array& array) {
 struct replay_count {
   std::size_t cases = 0, outputs = 0, mismatches = 0;
   std::size_t split_cases = 0, split_cases_the_plain_chain_misses = 0;
+  std::size_t other_accumulation_misses = 0, unrounded_steps_miss = 0;  // fp8 cases
 };
 
 template <format F>
@@ -72,6 +74,46 @@ void replay(const nlohmann::json& c, replay_count& count) {
   ++count.cases;
   count.outputs += d.size();
   count.mismatches += bad;
+}
+
+std::vector<float32> scales_of(const npy::array& array) {
+  REQUIRE(array.descr == "<f4");
+  std::vector<float32> values(array.element_count());
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = float32::from_bits(array.word(i));
+  return values;
+}
+
+template <format Out, format InA, format InB>
+void replay_scaled(const nlohmann::json& c, replay_count& count) {
+  const std::string dir = folder + c["name"].get<std::string>() + "/";
+  const npy::array d_file = npy::read(dir + "d.npy");
+  REQUIRE(d_file.shape.size() == 2);
+  const matmul::gemm_shape shape{d_file.shape[0], d_file.shape[1], c["K"].get<std::size_t>()};
+  matmul::scaled_gemm_kernel kernel;
+  kernel.promotion_k = c["fast_accum"].get<bool>() ? 0 : 128;
+  const std::vector<value<Out>> d = values_of<Out>(d_file);
+  const std::vector<value<Out>> model = matmul::scaled_gemm<Out, InA, InB>(
+      kernel, shape, values_of<InA>(npy::read(dir + "a.npy")), values_of<InB>(npy::read(dir + "b.npy")),
+      scales_of(npy::read(dir + "scale_a.npy")), scales_of(npy::read(dir + "scale_b.npy")));
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < d.size(); ++i) bad += model[i].bits != d[i].bits;
+  CHECK_MESSAGE(bad == 0, c["name"].get<std::string>() << ": " << bad << " of " << d.size() << " differ");
+  ++count.cases;
+  count.outputs += d.size();
+  count.mismatches += bad;
+  // Each part of the rule decides bits: the other accumulation, or steps not rounded to E8M13, miss some.
+  matmul::scaled_gemm_kernel other = kernel;
+  other.promotion_k = kernel.promotion_k == 0 ? 128 : 0;
+  matmul::scaled_gemm_kernel unrounded = kernel;
+  unrounded.unit.rounds_to_e8m13 = false;
+  for (const auto& [variant, misses] : {std::pair{other, &count.other_accumulation_misses}, std::pair{unrounded, &count.unrounded_steps_miss}}) {
+    const std::vector<value<Out>> wrong = matmul::scaled_gemm<Out, InA, InB>(
+        variant, shape, values_of<InA>(npy::read(dir + "a.npy")), values_of<InB>(npy::read(dir + "b.npy")),
+        scales_of(npy::read(dir + "scale_a.npy")), scales_of(npy::read(dir + "scale_b.npy")));
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < d.size(); ++i) differ += wrong[i].bits != d[i].bits;
+    *misses += differ > 0;
+  }
 }
 
 }  // namespace
@@ -123,4 +165,28 @@ TEST_CASE("matmul replay: cuBLAS's bf16 and fp16 products, plain, split-K and wi
   CHECK(count.split_cases == 12);
   // All but fp16_splitk_128x128x4096, whose kept outputs one chain over K happens to give too.
   CHECK(count.split_cases_the_plain_chain_misses == 11);
+}
+
+TEST_CASE("matmul replay: torch._scaled_mm's fp8 products, fast accumulation and promotion, bit for bit") {
+  std::ifstream file(folder + "manifest.json");
+  REQUIRE(file);
+  const nlohmann::json manifest = nlohmann::json::parse(file);
+  replay_count count;
+  for (const nlohmann::json& c : manifest["cases"]) {
+    if (c["op"] != "scaled_mm") continue;
+    const bool e5m2_a = c["a_type"] == "e5m2", fp32_out = c["out"] == "fp32";
+    REQUIRE(c["b_type"] == "e4m3");
+    if (e5m2_a && fp32_out) replay_scaled<fp32, e5m2, e4m3>(c, count);
+    else if (e5m2_a) replay_scaled<bf16, e5m2, e4m3>(c, count);
+    else if (fp32_out) replay_scaled<fp32, e4m3, e4m3>(c, count);
+    else replay_scaled<bf16, e4m3, e4m3>(c, count);
+  }
+  MESSAGE(count.cases << " fp8 cases, " << count.outputs << " outputs compared, " << count.mismatches
+                      << " mismatches; the other accumulation misses outputs in " << count.other_accumulation_misses
+                      << " cases, steps not rounded to E8M13 in " << count.unrounded_steps_miss);
+  CHECK(count.cases == 14);
+  CHECK(count.outputs == 124416);
+  CHECK(count.mismatches == 0);
+  CHECK(count.other_accumulation_misses == 14);
+  CHECK(count.unrounded_steps_miss == 12);
 }

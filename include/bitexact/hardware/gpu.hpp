@@ -66,14 +66,15 @@ struct gpu {
   int sm_count;  // multiprocessors (cudaDeviceProp::multiProcessorCount)
 };
 
-// The inputs the 16-bit units were measured with; tf32 and the fp8 formats
-// run other adders, not measured yet.
+// The inputs each unit was measured with (tf32 runs another adder, not measured yet).
 inline constexpr format half_precision_inputs[] = {bf16, fp16};
+inline constexpr format fp8_inputs[] = {e4m3, e5m2};
 
 inline constexpr tensor_core_instruction sm90_tensor_core_instructions[] = {
     {"sm90", "mma.sync m16n8k16, wgmma k16", half_precision_inputs, "probed on an H100 and an H200", sm90_tensor_core},
     {"sm90_k8", "mma.sync m16n8k8", half_precision_inputs, "proven by the memory-efficient attention captures",
      sm90_tensor_core_k8},
+    {"sm90_fp8", "wgmma k32", fp8_inputs, "proven by cuBLAS's fp8 products (torch._scaled_mm)", sm90_tensor_core_fp8},
 };
 inline constexpr tensor_core_instruction sm80_tensor_core_instructions[] = {
     {"sm80", "mma.sync m16n8k16", half_precision_inputs, "from the literature, not probed here", sm80_tensor_core},

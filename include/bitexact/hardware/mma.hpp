@@ -48,6 +48,11 @@ struct fused_sum_unit {
   // A sum beyond the largest finite value gives infinity whatever the output
   // rounding (IEEE's round-toward-zero would give the largest finite value).
   bool overflow_to_infinity = true;
+  // Each step's sum is rounded first to E8M13 (fp32's range, 13 fraction
+  // bits) with the output rounding, the adder's own accumulator, and only
+  // then stored: Hopper's fp8 steps (MMA-Sim's parameters; cuBLAS's fp8
+  // captures, tests/data/matmul, confirm it).
+  bool rounds_to_e8m13 = false;
 
   friend constexpr bool operator==(const fused_sum_unit&, const fused_sum_unit&) = default;
 };
@@ -70,6 +75,15 @@ inline constexpr fused_sum_unit sm80_tensor_core{8, 24, -132, rounding_mode::tow
 // memory-efficient attention captures (docs/attention.md) are its evidence.
 inline constexpr fused_sum_unit sm90_tensor_core_k8{8, 25, -133, rounding_mode::toward_zero,
                                                     rounding_mode::nearest_even};
+// Hopper's fp8 step (wgmma k32, e4m3 and e5m2 in either pairing): 32 products,
+// a 13-bit window, each step's sum rounded toward zero to E8M13. Evidence:
+// cuBLAS's fp8 products under torch._scaled_mm on an H200 (tests/data/matmul,
+// tools/analysis/matmul_rules.py: a 12- or 14-bit window, or no rounding to
+// 13 bits, miss thousands of outputs). Not probed alone; the zero-term
+// exponent and the special-value rules are the 16-bit unit's, untested here,
+// and an fp16 accumulator is not measured.
+inline constexpr fused_sum_unit sm90_tensor_core_fp8{32,   13,   -133, rounding_mode::toward_zero, rounding_mode::nearest_even,
+                                                     true, true, true, true};
 
 namespace detail {
 
@@ -110,9 +124,13 @@ constexpr environment fused_sum_environment(const fused_sum_unit& unit) {
   return env;
 }
 
+// The fp8 adder's accumulator format (fused_sum_unit::rounds_to_e8m13).
+inline constexpr format e8m13{8, 13};
+
 // The end of every fused step, traced or fast: the exact sum of the kept
 // terms (in units of 2^lsb_exponent) rounded once, in round_pack, then the
-// unit's rules for zeros and overflow.
+// unit's rules for zeros and overflow. A unit that rounds to E8M13 rounds
+// there, and the E8M13 value goes into Acc (exactly, for fp32).
 template <format Acc, class O>
 BITEXACT_INLINE constexpr rounded<Acc> round_fused_sum(const fused_sum_unit& unit, const environment& env,
                                                        std::int64_t sum, int lsb_exponent, O&& obs) {
@@ -124,7 +142,10 @@ BITEXACT_INLINE constexpr rounded<Acc> round_fused_sum(const fused_sum_unit& uni
   }
   const auto magnitude = static_cast<std::uint64_t>(sign ? -sum : sum);
   report(obs, exact_event{sign, magnitude, lsb_exponent, false, false});
-  const value<Acc> result = round_pack<Acc>(sign, lsb_exponent, magnitude, false, env, raised, obs);
+  const value<Acc> result =
+      unit.rounds_to_e8m13
+          ? convert<Acc>(round_pack<e8m13>(sign, lsb_exponent, magnitude, false, env, raised, obs), env).result
+          : round_pack<Acc>(sign, lsb_exponent, magnitude, false, env, raised, obs);
   if (unit.overflow_to_infinity && raised.any(flags::overflow)) return {value<Acc>::infinity(sign), raised};
   if (unit.never_negative_zero && result.is_zero()) return {value<Acc>::zero(false), raised};
   return {result, raised};
@@ -137,9 +158,11 @@ inline constexpr std::size_t max_products_per_step = 64;
 
 // One fused step: sum over k of a[k] * b[k], plus c, rounded once to Acc.
 // a and b have one length, at most max_products_per_step; else std::invalid_argument.
-template <format Acc, format In, class O = no_observer>
+// B's format is A's unless given (fp8 steps pair e5m2 with e4m3).
+template <format Acc, format In, format InB = In, class O = no_observer>
 constexpr rounded<Acc> fused_multiply_add_step(const fused_sum_unit& unit, std::span<const value<In>> a,
-                                               std::span<const value<In>> b, value<Acc> c, O&& obs = {}) {
+                                               std::type_identity_t<std::span<const value<InB>>> b, value<Acc> c,
+                                               O&& obs = {}) {
   // Before any element is read: a shorter b would be read past its end.
   if (a.size() != b.size() || a.size() > max_products_per_step)
     throw std::invalid_argument("fused_multiply_add_step: a and b must have the same length, at most 64 products");
@@ -177,7 +200,7 @@ constexpr rounded<Acc> fused_multiply_add_step(const fused_sum_unit& unit, std::
     const bool zero = ua.kind == value_class::zero || ub.kind == value_class::zero;
     terms[k] = {ua.sign != ub.sign, zero ? 0 : std::uint64_t{ua.significand} * ub.significand,
                 ua.exponent + ub.exponent,
-                zero ? unit.zero_term_exponent : detail::nominal_exponent<In>(ua) + detail::nominal_exponent<In>(ub)};
+                zero ? unit.zero_term_exponent : detail::nominal_exponent<In>(ua) + detail::nominal_exponent<InB>(ub)};
     if (terms[k].nominal > max_exponent) max_exponent = terms[k].nominal;
   }
   const unpacked uc = unpack(c);
@@ -200,16 +223,16 @@ constexpr rounded<Acc> fused_multiply_add_step(const fused_sum_unit& unit, std::
 
 // A dot product of any length as the unit runs it: steps of
 // products_per_step in ascending k, each step's rounded result the next one's C.
-template <format Acc, format In, class O = no_observer>
+template <format Acc, format In, format InB = In, class O = no_observer>
 constexpr rounded<Acc> fused_dot(const fused_sum_unit& unit, std::span<const value<In>> a,
-                                 std::span<const value<In>> b, value<Acc> c, O&& obs = {}) {
+                                 std::type_identity_t<std::span<const value<InB>>> b, value<Acc> c, O&& obs = {}) {
   // Before any subspan of b is taken: one past its end is undefined.
   if (a.size() != b.size()) throw std::invalid_argument("fused_dot: a and b must have the same length");
   rounded<Acc> accumulator{c, {}};
   const auto step = static_cast<std::size_t>(unit.products_per_step);
   for (std::size_t k = 0; k < a.size(); k += step) {
     const std::size_t n = a.size() - k < step ? a.size() - k : step;
-    const auto next = fused_multiply_add_step(unit, a.subspan(k, n), b.subspan(k, n), accumulator.result, obs);
+    const auto next = fused_multiply_add_step<Acc, In, InB>(unit, a.subspan(k, n), b.subspan(k, n), accumulator.result, obs);
     accumulator = {next.result, accumulator.raised |= next.raised};
   }
   return accumulator;
@@ -310,7 +333,7 @@ template <format Acc, format In>
 constexpr bool fast_path_applies(const fused_sum_unit& unit) {
   return fast_path_formats<Acc, In> && unit.kept_fraction_bits <= 25 && unit.kept_fraction_bits >= 2 * In.fraction_bits &&
          unit.kept_fraction_bits >= Acc.fraction_bits && unit.products_per_step >= 1 &&
-         unit.zero_term_exponent > fast_zero_nominal / 2;
+         unit.zero_term_exponent > fast_zero_nominal / 2 && !unit.rounds_to_e8m13;
 }
 
 // The fast path's rare cases (an infinite addend, an exact-zero sum) call the

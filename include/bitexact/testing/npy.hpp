@@ -97,11 +97,12 @@ inline array read(const std::string& path) {
   if (descr.size() < 2 || descr.front() != '\'') throw npy_error(path + ": malformed descr in the .npy header");
   a.descr = descr.substr(1, descr.size() - 2);
   if (a.descr.size() == 3 && a.descr[0] == '|' && a.descr[2] == '1') a.descr[0] = '<';  // one byte has no order
-  const bool known = a.descr == "<u2" || a.descr == "<i2" || a.descr == "<f2" || a.descr == "<u4" ||
-                     a.descr == "<i4" || a.descr == "<f4";
+  const bool known = a.descr == "<u1" || a.descr == "<i1" || a.descr == "<u2" || a.descr == "<i2" ||
+                     a.descr == "<f2" || a.descr == "<u4" || a.descr == "<i4" || a.descr == "<f4";
   if (!known)
     throw npy_error(path + ": element type '" + a.descr +
-                    "' is not supported; expected little-endian uint16/int16 (bf16 bit patterns) or float32");
+                    "' is not supported; expected little-endian uint8/int8 (fp8 bit patterns), uint16/int16 (bf16 "
+                    "bit patterns) or float32");
   if (detail::dict_value(header, "fortran_order", path).rfind("False", 0) != 0)
     throw npy_error(path + ": Fortran-ordered arrays are not supported; save a C-contiguous array");
   const std::string shape = detail::dict_value(header, "shape", path);

@@ -914,6 +914,31 @@ bitexact_cli_test(matmul_error_k RC 2 ARGS matmul ${mm_split}/a.npy ${mm_linear}
 bitexact_cli_test(matmul_error_identify_alone RC 2 ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy --identify
   ONE_LINE_ERROR ERROR_CONTAINS "--identify needs --expect FILE")
 bitexact_cli_test(matmul_error_float_file RC 2 ARGS matmul ${mm_split}/a.npy ${matmul_data}/fp8_e4m3_fp32_fast_64x64x2048/d.npy
-  ONE_LINE_ERROR ERROR_CONTAINS "is not 16-bit patterns")
+  ONE_LINE_ERROR ERROR_CONTAINS "element type '<u4' does not hold bf16 bit patterns")
 bitexact_cli_test(matmul_error_one_file RC 2 ARGS matmul ${mm_split}/a.npy ONE_LINE_ERROR
   ERROR_CONTAINS "expected two .npy files, A and B, but got 1")
+# fp8 products (torch._scaled_mm): row-wise scales with promotion; fast accumulation into fp32; e5m2 x e4m3.
+set(mm_rowwise ${matmul_data}/fp8_e4m3_bf16_rowwise_default_128x256x1024)
+bitexact_cli_test(matmul_fp8_rowwise ARGS matmul ${mm_rowwise}/a.npy ${mm_rowwise}/b.npy --in-format e4m3
+  --scale-a ${mm_rowwise}/scale_a.npy --scale-b ${mm_rowwise}/scale_b.npy --expect ${mm_rowwise}/d.npy
+  CONTAINS "scales per row x per column, bf16 out" "each 128 of K, added into fp32" "D: 32768 elements compared, 0 mismatches")
+set(mm_fast ${matmul_data}/fp8_e4m3_fp32_fast_64x64x2048)
+bitexact_cli_test(matmul_fp8_fast_accum ARGS matmul ${mm_fast}/a.npy ${mm_fast}/b.npy --in-format e4m3 --scale-a 0.3
+  --scale-b 1.7 --fast-accum --out-format fp32 --expect ${mm_fast}/d.npy
+  CONTAINS "(fast accumulation)" "D: 4096 elements compared, 0 mismatches")
+bitexact_cli_test(matmul_fp8_promotion_is_not_fast_accum RC 1 ARGS matmul ${mm_fast}/a.npy ${mm_fast}/b.npy
+  --in-format e4m3 --scale-a 0.3 --scale-b 1.7 --out-format fp32 --expect ${mm_fast}/d.npy
+  CONTAINS "D: 4096 elements compared, 4090 mismatches" "expected 0x45A8E7D8 (5404.98046875)")
+set(mm_e5m2 ${matmul_data}/fp8_e5m2xe4m3_bf16_fast_128x128x1024)
+bitexact_cli_test(matmul_fp8_e5m2_e4m3 ARGS matmul ${mm_e5m2}/a.npy ${mm_e5m2}/b.npy --in-format e5m2 --b-format e4m3
+  --scale-a 0.5 --scale-b 1.1 --fast-accum --expect ${mm_e5m2}/d.npy CONTAINS "D: 16384 elements compared, 0 mismatches")
+bitexact_cli_test(matmul_error_fp8_without_scale RC 2 ARGS matmul ${mm_fast}/a.npy ${mm_fast}/b.npy --in-format e4m3
+  ONE_LINE_ERROR ERROR_CONTAINS "an fp8 product needs --scale-a")
+bitexact_cli_test(matmul_error_fp8_splits RC 2 ARGS matmul ${mm_fast}/a.npy ${mm_fast}/b.npy --in-format e4m3
+  --scale-a 1 --scale-b 1 --splits 2 ONE_LINE_ERROR ERROR_CONTAINS "an fp8 product takes none")
+bitexact_cli_test(matmul_error_scale_on_bf16 RC 2 ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy --scale-a 2
+  ONE_LINE_ERROR ERROR_CONTAINS "belong to fp8 products")
+bitexact_cli_test(matmul_error_scale_count RC 2 ARGS matmul ${mm_rowwise}/a.npy ${mm_rowwise}/b.npy --in-format e4m3
+  --scale-a ${mm_rowwise}/scale_b.npy --scale-b 1 ONE_LINE_ERROR ERROR_CONTAINS "has 256 values (shape [1, 256]); expected 1 or 128")
+bitexact_cli_test(matmul_error_fp8_file_for_bf16 RC 2 ARGS matmul ${mm_fast}/a.npy ${mm_fast}/b.npy ONE_LINE_ERROR
+  ERROR_CONTAINS "element type '<u1' does not hold bf16 bit patterns; save x.view(torch.int16)")

@@ -531,7 +531,7 @@ def matmul(a, b, *, bias=None, splits=1, format="bf16", threads=0):
     splits of ceil(K / splits) rounded up to the 64-wide K tile, their fp32 partials added in
     split order. The bias (F.linear's; its B is the weight transposed) is added in fp32 before
     the one rounding to the output. threads: 0 for every core (the bits do not depend on it).
-    docs/matmul.md has the evidence; fp8 products (torch._scaled_mm) are not modelled yet."""
+    docs/matmul.md has the evidence; fp8 products (torch._scaled_mm) are scaled_matmul's."""
     a, b, m, n, k = _mma_operands(a, b, format, "matmul")
     if bias is not None:
         bias = as_bits(bias, format, "bias")
@@ -541,6 +541,28 @@ def matmul(a, b, *, bias=None, splits=1, format="bf16", threads=0):
     d = _bitexact._matmul(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1), bias, m, n, k,
                           format, splits, threads)
     return d.reshape(m, n)
+
+
+def scaled_matmul(a, b, scale_a, scale_b, *, a_format="e4m3", b_format=None, out_format="bf16", fast_accum=False,
+                  threads=0):
+    """torch._scaled_mm's D = (A B) * scale_a * scale_b as cuBLAS's sm_90 fp8 kernels compute it, bit for bit:
+    A [M, K] and B [K, N] of e4m3 or e5m2 bits (uint8, or torch / ml_dtypes fp8 arrays; B as b.t() of the
+    column-major operand torch takes), scale_a one value or M (row-wise), scale_b one or N, float32.
+
+    Each output is the fp8 tensor core's chain of 32-product steps (a 13-bit window, each step's sum rounded
+    toward zero to 13 fraction bits): over all of K with fast_accum=True (use_fast_accum), else over each
+    128 of K, each added into an fp32 accumulator. Then the sum times fl32(scale_a * scale_b) in fp32, and
+    one rounding to out_format (bf16 or fp32). Returns D's bits [M, N]. docs/matmul.md has the evidence."""
+    b_format = a_format if b_format is None else b_format
+    a = _matrix(a, a_format, "a")
+    b = _matrix(b, b_format, "b")
+    m, k = a.shape
+    if b.shape[0] != k:
+        raise ValueError(f"scaled_matmul: a is {a.shape} and b is {b.shape}; b needs {k} rows")
+    scales = [np.ascontiguousarray(np.asarray(x, np.float32).reshape(-1)) for x in (scale_a, scale_b)]
+    d = _bitexact._scaled_matmul(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1), *scales,
+                                 m, b.shape[1], k, a_format, b_format, out_format, fast_accum, threads)
+    return d.reshape(m, b.shape[1])
 
 
 def _mufu(function, x, ftz):

@@ -45,3 +45,29 @@ def test_matmul_refusals():
         bitexact.matmul(a, np.zeros((32, 8), np.uint16), splits=0)
     with pytest.raises(ValueError, match="not e4m3"):
         bitexact.matmul(np.zeros((4, 32), np.uint8), np.zeros((32, 8), np.uint8), format="e4m3")
+
+
+def test_scaled_matmul_replays_torch_scaled_mm(data_dir, compared):
+    manifest = json.loads((data_dir / "matmul" / "manifest.json").read_text())
+    replayed = 0
+    for case in manifest["cases"]:
+        if case["op"] != "scaled_mm":
+            continue
+        folder = data_dir / "matmul" / case["name"]
+        a, b, d, scale_a, scale_b = (np.load(folder / f"{x}.npy") for x in ("a", "b", "d", "scale_a", "scale_b"))
+        model = bitexact.scaled_matmul(a, b, scale_a, scale_b, a_format=case["a_type"], b_format=case["b_type"],
+                                       out_format=case["out"], fast_accum=case["fast_accum"])
+        np.testing.assert_array_equal(model, d.view(model.dtype), err_msg=case["name"])
+        compared(d.size)
+        replayed += 1
+    assert replayed == 14
+
+
+def test_scaled_matmul_refusals():
+    a, b = np.zeros((4, 32), np.uint8), np.zeros((32, 8), np.uint8)
+    with pytest.raises(ValueError, match="scale_a has 3 values; expected 1 or 4"):
+        bitexact.scaled_matmul(a, b, np.ones(3, np.float32), 1.0)
+    with pytest.raises(ValueError, match="scale_b holds a value that is not finite"):
+        bitexact.scaled_matmul(a, b, 1.0, float("nan"))
+    with pytest.raises(ValueError, match="scaled_matmul writes bf16 or fp32, not fp16"):
+        bitexact.scaled_matmul(a, b, 1.0, 1.0, out_format="fp16")

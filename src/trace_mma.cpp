@@ -170,11 +170,13 @@ int trace_mma_command(const arguments& args) {
          }
          options.unit_name = unit;
        }},
-      {"--from", "FORMAT", "format of unprefixed values of A and B: bf16 (default) or fp16",
+      {"--from", "FORMAT",
+       "format of unprefixed values of A and B: bf16 (default) or fp16;\n"
+       "e4m3 or e5m2 with --unit sm90_fp8",
        [&](std::string_view name) {
          options.from = format_from_name(name);
-         if (options.from != bf16 && options.from != fp16)
-           refuse_value("bf16 or fp16 (the tensor core's factors here)", name);
+         if (options.from != bf16 && options.from != fp16 && options.from != e4m3 && options.from != e5m2)
+           refuse_value("bf16, fp16, e4m3 or e5m2 (the tensor core's factors here)", name);
        }},
       {"--to", "FORMAT",
        "the accumulator's format, of an unprefixed C and of the result:\nfp32 (default) or fp16 (with fp16 factors)",
@@ -219,6 +221,19 @@ int trace_mma_command(const arguments& args) {
              : fmt::format("trace mma: C is {} but --to says {}: the accumulator and the result share one format",
                            name_of(c.fmt), name_of(*options.to)));
 
+  // The unit's inputs first: the wrong unit for the factors would also report the wrong count.
+  const format a_format = a.front().fmt;
+  const tensor_core_instruction& instruction = find_tensor_core_unit(options.unit_name);
+  if (!instruction.takes(a_format)) {
+    std::string takes;
+    for (const format f : instruction.inputs) takes += (takes.empty() ? "" : ", ") + std::string(name_of(f));
+    const tensor_core_instruction* other = nullptr;
+    for (const architecture& arch : architectures)
+      for (const tensor_core_instruction& i : arch.tensor_cores)
+        if (!other && i.takes(a_format)) other = &i;
+    fail(fmt::format("trace mma: the {} unit takes {} factors, not {}{}", options.unit_name, takes, name_of(a_format),
+                     other ? fmt::format("; --unit {} takes them", other->unit_name) : std::string()));
+  }
   const auto products = static_cast<std::size_t>(options.unit.products_per_step);
   if (a.size() != products || b.size() != products)
     fail(fmt::format("trace mma: the {} unit sums {} products a step; A has {} value{} and B {} (write zeros for "
@@ -230,15 +245,16 @@ int trace_mma_command(const arguments& args) {
       if ((*list)[k].fmt != in)
         fail(fmt::format("trace mma: {}[{}] is {} but A[0] is {}: A and B share one format", list == &a ? 'A' : 'B',
                          k, name_of((*list)[k].fmt), name_of(in)));
-  if (in != bf16 && in != fp16)
-    fail(fmt::format("trace mma: the factors are {}; this command models bf16 and fp16 factors", name_of(in)));
   if (acc == fp16 && in != fp16)
-    fail("trace mma: an fp16 accumulator takes fp16 factors (mma's .f16 accumulation); A and B are bf16");
+    fail(fmt::format("trace mma: an fp16 accumulator takes fp16 factors here (mma's .f16 accumulation); A and B are {}",
+                     name_of(in)));
   if (acc != fp32 && acc != fp16)
     fail(fmt::format("trace mma: C is {}; the accumulator is fp32 or fp16", name_of(acc)));
 
   if (acc == fp16) return run_step<fp16, fp16>(options, a, b, c);
   if (in == fp16) return run_step<fp32, fp16>(options, a, b, c);
+  if (in == e4m3) return run_step<fp32, e4m3>(options, a, b, c);
+  if (in == e5m2) return run_step<fp32, e5m2>(options, a, b, c);
   return run_step<fp32, bf16>(options, a, b, c);
 }
 

@@ -942,3 +942,10 @@ bitexact_cli_test(matmul_error_scale_count RC 2 ARGS matmul ${mm_rowwise}/a.npy 
   --scale-a ${mm_rowwise}/scale_b.npy --scale-b 1 ONE_LINE_ERROR ERROR_CONTAINS "has 256 values (shape [1, 256]); expected 1 or 128")
 bitexact_cli_test(matmul_error_fp8_file_for_bf16 RC 2 ARGS matmul ${mm_fast}/a.npy ${mm_fast}/b.npy ONE_LINE_ERROR
   ERROR_CONTAINS "element type '<u1' does not hold bf16 bit patterns; save x.view(torch.int16)")
+# An fp8 step (the sm90_fp8 unit: 32 products, 13 bits, each sum rounded toward zero to E8M13): the sum
+# 111.0000100000111 has 16 significant bits, and E8M13 keeps 14.
+bitexact_cli_test(trace_mma_fp8_e8m13 ARGS trace mma 1.875,1.875,0.029296875,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0 1.875,1.875,0.029296875,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0 0
+  --unit sm90_fp8 --from e4m3 CONTAINS "32 products + C -> fp32" "rounding to e8m13 (14 significand bits)"
+  "1.1100001000001 | guard 1 | round 1" "fp32:0x40E10400 (7.03173828125)")
+bitexact_cli_test(error_trace_mma_fp8_unit RC 2 ARGS trace mma 1,1 1,1 0 --from e4m3 ONE_LINE_ERROR
+  ERROR_CONTAINS "the sm90 unit takes bf16, fp16 factors, not e4m3; --unit sm90_fp8 takes them")

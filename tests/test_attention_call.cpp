@@ -82,8 +82,9 @@ TEST_CASE("GPU records: every tensor-core unit name reads back as its unit in a 
       CHECK(&find_tensor_core_unit(i.unit_name) == &i);
       ++units;
     }
-  CHECK(units == 3);
-  CHECK_THROWS_WITH_AS(find_tensor_core_unit("sm100"), "unknown tensor-core unit 'sm100'; the units are: sm90, sm90_k8, sm80",
+  CHECK(units == 4);
+  CHECK_THROWS_WITH_AS(find_tensor_core_unit("sm100"),
+                       "unknown tensor-core unit 'sm100'; the units are: sm90, sm90_k8, sm90_fp8, sm80",
                        std::invalid_argument);
 }
 
@@ -197,6 +198,17 @@ TEST_CASE("call: a refusal spells its option as the front end passes it") {
   // Every option has one name; the table follows the enum.
   CHECK(name_of(call_option::scale) == "scale");
   CHECK(name_of(call_option::causal) == "causal");
+}
+
+TEST_CASE("call: a tensor core that takes no bf16 factors is refused for attention") {
+  attention_call call = call_of(1, 64);
+  kernel_description d = pytorch_sdpa_flash_sm90_description();
+  d.arithmetic.tensor_core = sm90_tensor_core_fp8;
+  call.model = model_choice(d);
+  CHECK_THROWS_WITH_AS(resolve_call(call),
+                       "kernel pytorch_sdpa_flash_sm90's tensor core sm90_fp8 takes e4m3, e5m2 factors; attention's "
+                       "Q K^T and P V take bf16",
+                       std::invalid_argument);
 }
 
 TEST_CASE("call: a GPU without the kernel's tensor core is refused") {

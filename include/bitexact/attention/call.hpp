@@ -164,6 +164,13 @@ inline void check_device(const attention_call& call, const flash_kernel& arithme
   if (arch.mufu_tables.empty())
     throw call_error(call_option::gpu, "{option} " + std::string(call.device.name) + ": no MUFU tables were measured on " +
                                            std::string(arch.name) + ", which the kernel's exponentials read");
+  const tensor_core_instruction* used = tensor_core_instruction_of(arithmetic.tensor_core);
+  if (used && !used->takes(bf16)) {
+    std::string takes;
+    for (const format f : used->inputs) takes += (takes.empty() ? "" : ", ") + std::string(name_of(f));
+    throw std::invalid_argument("kernel " + call.model.name() + "'s tensor core " + std::string(used->unit_name) +
+                                " takes " + takes + " factors; attention's Q K^T and P V take bf16");
+  }
   if (!arch.instruction_of(arithmetic.tensor_core)) {
     const tensor_core_instruction* unit = tensor_core_instruction_of(arithmetic.tensor_core);
     throw call_error(call_option::gpu, "{option} " + std::string(call.device.name) + " (" + std::string(arch.name) +

@@ -356,7 +356,7 @@ inline section normalisation_section(const trace& t) {
 // The kept bits, guard, round and sticky, the decision and why.
 inline section rounding_section(const trace& t) {
   const rounding_event& r = *t.rounding;
-  section s{fmt::format("rounding to {} ({} significand bits)", name_of(r.target), r.target.precision()), {}};
+  section s{fmt::format("rounding to {} ({} significand bits)", format_name(r.target), r.target.precision()), {}};
   s.lines.push_back({"bits",
                      {{t.kept_binary, bit_role::kept},
                       {" | guard ", bit_role::plain},
@@ -578,7 +578,7 @@ inline std::string json_rounding(const trace& t) {
       "  \"rounding\": {{\"target\": {}, \"mode\": {}, \"kept\": {}, \"guard\": {}, \"round\": {}, \"sticky\": {}, "
       "\"sticky_bits\": {}, \"increment\": {}, \"reason\": {}, \"decision\": {}, \"explanation\": {}, "
       "\"rounded\": {}, \"lsb_exponent\": {}, \"carry_out\": {}, \"subnormal\": {}, \"tiny\": {}}},\n",
-      json_quoted(name_of(r.target)), json_quoted(name_of(r.mode)), json_quoted(t.kept_binary), r.guard ? 1 : 0,
+      json_quoted(format_name(r.target)), json_quoted(name_of(r.mode)), json_quoted(t.kept_binary), r.guard ? 1 : 0,
       r.round ? 1 : 0, r.sticky ? 1 : 0, json_quoted(t.sticky_bits), json_bool(r.increment),
       json_quoted(name_of(r.reason)), json_quoted(t.decision), json_quoted(t.decision_reason),
       json_quoted(t.rounded_binary), r.lsb_exponent, json_bool(r.carry_out), json_bool(r.subnormal),

@@ -513,10 +513,10 @@ inline void complete_fused(trace& t) {
     f.exact_sum += term.value;
   }
   f.kept_sum = exact_rational{boost::multiprecision::cpp_int{f.sum}} * power_of_two(f.lsb_exponent);
-  if (t.rounding) {
-    t.env.rounding = t.rounding->mode;
-    t.result_format = t.rounding->target;
-  }
+  // The rounding's target is the step's own (E8M13 for an fp8 unit, which
+  // then stores it in the accumulator's format exactly); the result keeps
+  // the accumulator's format.
+  if (t.rounding) t.env.rounding = t.rounding->mode;
   t.env.nans = nan_policy::canonical;
 }
 

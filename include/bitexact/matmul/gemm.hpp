@@ -12,7 +12,6 @@
 #include <cstddef>
 #include <span>
 #include <stdexcept>
-#include <string>
 #include <utility>
 #include <vector>
 

@@ -5,14 +5,16 @@
 //                        thread): the baseline.
 //   chain_products/T/S   a bf16 S x S x S product's chain over K into fp32, the
 //                        operands packed once, on T threads (0: every core).
-//   scaled_gemm_e4m3/S   an e4m3 S x S x S torch._scaled_mm product on one thread
-//                        (the generic fused step: no fast path for fp8 yet).
+//   gemm_e4m3/S          an e4m3 S x S x S torch._scaled_mm product (preset
+//                        cublas_sm90_fp8) on one thread (the generic fused
+//                        step: no fast path for fp8 yet).
 //
 // docs/performance.md has the ratios.
 #include <benchmark/benchmark.h>
 
 #include <bitexact/matmul/chain.hpp>
-#include <bitexact/matmul/scaled.hpp>
+#include <bitexact/matmul/gemm.hpp>
+#include <bitexact/matmul/kernels.hpp>
 
 #include <array>
 #include <cstdint>
@@ -64,16 +66,21 @@ void chain_products(benchmark::State& state) {
 }
 
 // torch._scaled_mm's e4m3 product (the generic fused step, 32 products a step), one thread.
-void scaled_gemm_e4m3(benchmark::State& state) {
+void gemm_e4m3(benchmark::State& state) {
   const auto size = static_cast<std::size_t>(state.range(0));
   std::mt19937_64 rng(7);
   std::vector<value<e4m3>> a(size * size), b(size * size);
   for (auto& x : a) x = value<e4m3>::from_bits(static_cast<std::uint32_t>(rng() % 0x7F));
   for (auto& x : b) x = value<e4m3>::from_bits(static_cast<std::uint32_t>(rng() % 0x7F) | 0x80u * (rng() & 1));
   const float32 one = from_host(1.0f);
+  matmul::gemm_call<e4m3, e4m3, bf16> call;
+  call.shape = {size, size, size};
+  call.a = a, call.b = b, call.threads = 1;
+  call.a_scales = call.b_scales = matmul::scale_layout::tensor;
+  call.scale_a = call.scale_b = std::span<const float32>(&one, 1);
+  const matmul::gemm_description& d8 = matmul::find_gemm_preset("cublas_sm90_fp8");
   for (auto _ : state) {
-    const auto d = matmul::scaled_gemm<bf16, e4m3, e4m3>({}, {size, size, size}, a, b, std::span<const float32>(&one, 1),
-                                                        std::span<const float32>(&one, 1), 1);
+    const auto d = matmul::gemm(d8, call);
     benchmark::DoNotOptimize(d.data());
   }
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(size * size * size));
@@ -82,7 +89,7 @@ void scaled_gemm_e4m3(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(mma_m16n8k16_tiles);
-BENCHMARK(scaled_gemm_e4m3)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(gemm_e4m3)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(chain_products)->ArgNames({"threads", "size"})->Args({1, 512})->Args({0, 512})->Args({0, 1024})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -1,18 +1,24 @@
-// `bitexact matmul A.npy B.npy`: a matrix product as cuBLAS's sm_90 kernels
-// compute it (matmul/gemm.hpp), written out or compared bit for bit with what
-// a GPU wrote; --identify finds the split-K count that gives every bit.
+// `bitexact matmul A.npy B.npy`: a matrix product as a GEMM description says a
+// kernel computes it (matmul/gemm.hpp; the presets of matmul/kernels.hpp or a
+// JSON file), written out or compared bit for bit with what a GPU wrote;
+// --identify finds the split count that gives every bit. This file parses and
+// prints: the emulator checks the call.
 #include <cmath>
 #include <cstdint>
-#include <tuple>
 #include <cstdio>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include <bitexact/core/dispatch.hpp>
+#include <bitexact/matmul/description_json.hpp>
 #include <bitexact/matmul/gemm.hpp>
-#include <bitexact/matmul/scaled.hpp>
+#include <bitexact/matmul/kernels.hpp>
 
 #include "npy_files.hpp"
 
@@ -20,87 +26,109 @@ namespace bitexact::cli {
 namespace {
 
 constexpr std::string_view matmul_help =
-    "usage: bitexact matmul A.npy B.npy [--in-format bf16|fp16] [--bias FILE] [--splits N]\n"
-    "           [--out FILE] [--expect FILE] [--identify] [--threads N]\n"
-    "       bitexact matmul A.npy B.npy --in-format e4m3|e5m2 [--b-format e4m3|e5m2]\n"
-    "           --scale-a X|FILE --scale-b X|FILE [--fast-accum] [--out-format bf16|fp32] ...\n"
+    "usage: bitexact matmul A.npy B.npy [--preset NAME | --kernel FILE.json] [--in-format F]\n"
+    "           [--b-format F] [--out-format F] [--splits N] [--bias FILE] [--c FILE --beta X]\n"
+    "           [--alpha X] [--scale-a X|FILE --scale-b X|FILE] [--out FILE] [--expect FILE]\n"
+    "           [--identify] [--threads N]\n"
+    "       bitexact matmul --list-kernels | --print-kernel NAME\n"
     "\n"
-    "D = A B (+ bias) as cuBLAS's sm_90 kernels compute it under torch.matmul and F.linear\n"
-    "(PyTorch 2.11, cuBLAS 13.1), bit for bit: each output the tensor core's chain of fused\n"
-    "16-product steps over K into fp32; with split-K, K cut into N splits of ceil(K / N)\n"
-    "rounded up to the kernel's 64-wide K tile, their fp32 partial sums added in split order;\n"
-    "then the bias added in fp32, and one rounding to the inputs' format.\n"
+    "D = A B as a GPU kernel computes it, bit for bit: each output the tensor core's chain of\n"
+    "fused steps over K (a piece of K at a time when the kernel promotes into fp32), the pieces\n"
+    "and the split-K partials added in fp32 in order, then the scales, alpha, beta x C and the\n"
+    "bias in fp32, and one rounding to the output format (docs/matmul.md). The presets are\n"
+    "cuBLAS's sm_90 kernels under PyTorch 2.11 (cuBLAS 13.1): torch.matmul, F.linear and\n"
+    "torch.addmm on bf16 and fp16 (cublas_sm90, the default), torch._scaled_mm on fp8\n"
+    "(cublas_sm90_fp8, the default for fp8 inputs, and cublas_sm90_fp8_fast_accum).\n"
     "\n"
-    "A: [M, K], B: [K, N], bias: [N] (F.linear's, whose B is its weight transposed), as\n"
-    "uint16 or int16 bit patterns (x.view(torch.int16).cpu().numpy()).\n"
-    "\n"
-    "With fp8 inputs, torch._scaled_mm: each output the fp8 tensor core's chain of 32-product\n"
-    "steps (a 13-bit window, each step's sum rounded toward zero to 13 fraction bits), over all\n"
-    "of K with --fast-accum (use_fast_accum=True), else over each 128 of K, added into fp32;\n"
-    "then times fl32(scale_a * scale_b) in fp32 and one rounding to --out-format. A and B as\n"
-    "uint8 patterns (x.view(torch.uint8)), B [K, N] (b.t() of the column-major operand); the\n"
-    "scales a number (per tensor) or a float32 .npy of M (row-wise: [M] or [M, 1]) or N values.\n"
+    "A: [M, K], B: [K, N] (F.linear's weight transposed; _scaled_mm's B as b.t()), as bit\n"
+    "patterns: uint16 or int16 for bf16 and fp16 (x.view(torch.int16)), uint8 for e4m3 and\n"
+    "e5m2 (x.view(torch.uint8)). bias: [N]; C: [M, N]; both in the output format.\n"
+    "Scales (fp8 products): a number (per tensor), or a float32 .npy: scale_a [M] or [M, 1]\n"
+    "(per row) or [M, ceil(K/128)] (1 x 128 blocks); scale_b [N] or [1, N] (per column),\n"
+    "[ceil(K/128), ceil(N/128)] (128 x 128 blocks) or [ceil(K/128), N] (1 x 128 blocks).\n"
     "\n"
     "options:\n"
     "{options}\n"
     "\n"
-    "cuBLAS picks the split count of bf16 and fp16 products by a heuristic this command does\n"
-    "not model: give it\n"
-    "(numSplitsK in CUBLASLT_LOG_LEVEL=5's log; the kernel's name ends ..._splitK_... when it is\n"
-    "above 1), or let --identify find it. fp16 with K not a multiple of 64 and tiny bf16\n"
-    "shapes run other kernels (cutlass_75_*), not modelled yet.\n"
+    "cuBLAS picks the split count by a heuristic this command does not model: give it\n"
+    "(numSplitsK in CUBLASLT_LOG_LEVEL=5's log; the kernel's name says _splitK_ when it is\n"
+    "above 1), or let --identify find it. Kernels cuBLAS runs for tiny or odd shapes\n"
+    "(cutlass_75_*) and tf32 products (cutlass_80_*) are not modelled yet.\n"
     "\n"
     "Exit status: 0 computed, and every compared element agrees (with --identify: a split\n"
     "count gives every bit); 1 a mismatch; 2 bad arguments or input files, with one line\n"
     "on stderr.\n";
 
 struct matmul_options {
-  std::string a_path, b_path, bias_path, out_path, expect_path;
+  std::string a_path, b_path, bias_path, c_path, out_path, expect_path;
+  std::optional<matmul::gemm_description> kernel;  // --preset or --kernel
   format input = bf16;
-  std::optional<format> b_format, out_format;  // fp8 products: B's format, the output's
-  std::string scale_a, scale_b;                // fp8 products: a number or a .npy file
-  bool fast_accum = false;
-  std::optional<int> splits;  // default 1
+  std::optional<format> b_format, out_format;
+  std::string scale_a, scale_b;  // a number or a .npy file
+  std::optional<double> alpha, beta;
+  std::optional<int> splits;
   bool identify = false;
   unsigned threads = 0;
 };
 
+format format_option(std::string_view name, std::initializer_list<format> allowed, std::string_view listed) {
+  for (const format f : allowed)
+    if (name_of(f) == name) return f;
+  refuse_value(listed, name);
+}
+
+matmul::gemm_description read_description(std::string_view path) {
+  std::ifstream file{std::string(path)};
+  std::stringstream text;
+  if (!file || !(text << file.rdbuf())) fail(printable(path) + ": cannot read the kernel description");
+  try {
+    return matmul::gemm_from_json(text.str());
+  } catch (const std::invalid_argument& error) {
+    fail(printable(path) + ": " + error.what());
+  }
+}
+
 std::vector<option> option_table(matmul_options& o) {
   const auto file = [](std::string& path) { return [&path](std::string_view name) { path = name; }; };
+  const auto kernel = [&o](matmul::gemm_description d) {
+    if (o.kernel) fail("matmul: --preset and --kernel both name the kernel; give one");
+    o.kernel = std::move(d);
+  };
   return {
-      {"--in-format", "FORMAT",
-       "A's format: bf16 (default) or fp16, B's and the output's too; or\n"
-       "e4m3 or e5m2, an fp8 product (torch._scaled_mm)",
-       [&](std::string_view name) {
-         if (name == "bf16") o.input = bf16;
-         else if (name == "fp16") o.input = fp16;
-         else if (name == "e4m3") o.input = e4m3;
-         else if (name == "e5m2") o.input = e5m2;
-         else refuse_value("bf16, fp16, e4m3 or e5m2", name);
+      {"--preset", "NAME", "the kernel, by name (--list-kernels); default cublas_sm90, or\n"
+                           "cublas_sm90_fp8 for fp8 inputs",
+       [&o, kernel](std::string_view name) {
+         try {
+           kernel(matmul::find_gemm_preset(name));
+         } catch (const std::invalid_argument& e) {
+           fail(std::string("matmul: ") + e.what());
+         }
        }},
+      {"--kernel", "FILE.json", "the kernel as a description (--print-kernel NAME shows one)",
+       [kernel](std::string_view path) { kernel(read_description(path)); }},
+      {"--in-format", "FORMAT", "A's format: bf16 (default), fp16, e4m3 or e5m2; B's too unless\n"
+                                "--b-format",
+       [&](std::string_view name) { o.input = format_option(name, {bf16, fp16, e4m3, e5m2}, "bf16, fp16, e4m3 or e5m2"); }},
       {"--b-format", "FORMAT", "fp8 products: B's format, e4m3 or e5m2 (default A's)",
-       [&](std::string_view name) {
-         if (name == "e4m3") o.b_format = e4m3;
-         else if (name == "e5m2") o.b_format = e5m2;
-         else refuse_value("e4m3 or e5m2", name);
-       }},
-      {"--out-format", "FORMAT", "fp8 products: the output's format, bf16 (default) or fp32",
-       [&](std::string_view name) {
-         if (name == "bf16") o.out_format = bf16;
-         else if (name == "fp32") o.out_format = fp32;
-         else refuse_value("bf16 or fp32", name);
-       }},
-      {"--scale-a", "X|FILE", "fp8 products: A's scale, a decimal or a float32 .npy of M values",
+       [&](std::string_view name) { o.b_format = format_option(name, {e4m3, e5m2}, "e4m3 or e5m2"); }},
+      {"--out-format", "FORMAT", "the output's format: bf16 (default), fp16 or fp32 for fp8 products;\n"
+                                 "the inputs' (default) or fp32 (torch.mm's out_dtype) for bf16 and fp16",
+       [&](std::string_view name) { o.out_format = format_option(name, {bf16, fp16, fp32}, "bf16, fp16 or fp32"); }},
+      {"--scale-a", "X|FILE", "fp8 products: A's scales, a decimal or a float32 .npy",
        [&](std::string_view x) { o.scale_a = x; }},
-      {"--scale-b", "X|FILE", "fp8 products: B's scale, a decimal or a float32 .npy of N values",
+      {"--scale-b", "X|FILE", "fp8 products: B's scales, a decimal or a float32 .npy",
        [&](std::string_view x) { o.scale_b = x; }},
-      {"--fast-accum", "", "fp8 products: one chain over K (use_fast_accum=True)",
-       [&](std::string_view) { o.fast_accum = true; }},
-      {"--bias", "FILE", "F.linear's bias, [N], in the same format, added to every row", file(o.bias_path)},
-      {"--splits", "N", "cuBLAS's split-K count, numSplitsK (1 to 256; default 1)",
+      {"--splits", "N", "the split-K count, cuBLAS's numSplitsK (1 to 256; default the\n"
+                        "description's)",
        [&](std::string_view n) { o.splits = parse_integer(n, 1, 256, "an integer from 1 to 256"); }},
-      {"--out", "FILE", "write D as uint16 bit patterns, [M, N]", file(o.out_path)},
-      {"--expect", "FILE", "compare D with FILE bit for bit (uint16 or int16 patterns, [M, N])", file(o.expect_path)},
+      {"--bias", "FILE", "F.linear's bias, [N], in the output format, added to every row", file(o.bias_path)},
+      {"--c", "FILE", "torch.addmm's input C, [M, N], in the output format (with --beta)", file(o.c_path)},
+      {"--alpha", "X", "torch.addmm's alpha (default 1)",
+       [&](std::string_view x) { o.alpha = parse_decimal(x, "a decimal"); }},
+      {"--beta", "X", "torch.addmm's beta, times C (default 1 with --c)",
+       [&](std::string_view x) { o.beta = parse_decimal(x, "a decimal"); }},
+      {"--out", "FILE", "write D as bit patterns, [M, N]", file(o.out_path)},
+      {"--expect", "FILE", "compare D with FILE bit for bit ([M, N] bit patterns)", file(o.expect_path)},
       {"--identify", "",
        "with --expect: try every split count from 1 to 64 and name those that\n"
        "give every bit (--splits is then left out)",
@@ -110,8 +138,7 @@ std::vector<option> option_table(matmul_options& o) {
   };
 }
 
-// A file of F's bit patterns (uint8 for fp8, uint16 or int16 for bf16 and fp16, float32 for fp32) with
-// `dimensions` extents: its shape and values.
+// A file of F's bit patterns (uint8 for fp8, uint16 or int16 for bf16 and fp16, float32 for fp32): its shape and values.
 template <format F>
 std::pair<std::vector<std::size_t>, std::vector<value<F>>> read_values(const std::string& path, std::string_view name,
                                                                       std::size_t dimensions) {
@@ -137,26 +164,28 @@ std::pair<std::vector<std::size_t>, std::vector<value<F>>> read_values(const std
   return {array.shape, std::move(values)};
 }
 
-// A and B, K checked.
-template <format InA, format InB>
-std::tuple<matmul::gemm_shape, std::vector<value<InA>>, std::vector<value<InB>>> read_operands(const matmul_options& o) {
-  auto [a_shape, a] = read_values<InA>(o.a_path, "A", 2);
-  auto [b_shape, b] = read_values<InB>(o.b_path, "B", 2);
-  if (a_shape[1] != b_shape[0])
-    fail(fmt::format("{}: B has shape {}, but A {} has K = {}; B needs K rows", printable(o.b_path), shape_text(b_shape),
-                     shape_text(a_shape), a_shape[1]));
-  return {matmul::gemm_shape{a_shape[0], b_shape[1], a_shape[1]}, std::move(a), std::move(b)};
-}
-
-// The expected D, [M, N].
-template <format Out>
-std::optional<std::vector<value<Out>>> read_expected(const matmul_options& o, const matmul::gemm_shape& shape) {
-  if (o.expect_path.empty()) return std::nullopt;
-  auto [d_shape, d] = read_values<Out>(o.expect_path, "D", 2);
-  if (d_shape != std::vector<std::size_t>{shape.m, shape.n})
-    fail(fmt::format("{}: D has shape {}; expected [M, N] = [{}, {}]", printable(o.expect_path), shape_text(d_shape),
-                     shape.m, shape.n));
-  return std::move(d);
+// Scales: a decimal (per tensor) or a float32 .npy whose shape says the layout.
+std::pair<matmul::scale_layout, std::vector<float32>> read_scales(const std::string& text, std::string_view option,
+                                                                 bool of_a, const matmul::gemm_shape& s) {
+  using matmul::scale_layout;
+  if (text.size() <= 4 || text.substr(text.size() - 4) != ".npy") {
+    const float scale = static_cast<float>(parse_decimal(text, "a decimal, or a .npy file of float32 scales"));
+    if (!std::isfinite(scale)) fail(fmt::format("matmul: {} {} is not a finite float", option, text));
+    return {scale_layout::tensor, {from_host(scale)}};
+  }
+  const npy::array array = read_npy(text, "float32");
+  if (array.descr != "<f4") fail(fmt::format("{}: element type '{}' is not float32", printable(text), array.descr));
+  const matmul::scale_layout layout = matmul::scale_layout_of(array.shape, of_a, s);
+  if (layout == matmul::scale_layout::none)
+    fail(fmt::format("{}: {} has shape {}; expected {}", printable(text), option, shape_text(array.shape),
+                     matmul::scale_shapes(of_a, s)));
+  std::vector<float32> scales(array.element_count());
+  for (std::size_t i = 0; i < scales.size(); ++i) {
+    scales[i] = float32::from_bits(array.word(i));
+    if (!std::isfinite(to_host(scales[i])))
+      fail(fmt::format("{}: scale [{}] is {}; scales must be finite", printable(text), i, to_host(scales[i])));
+  }
+  return {layout, std::move(scales)};
 }
 
 template <format Out>
@@ -167,117 +196,130 @@ std::uint64_t mismatches(const std::vector<value<Out>>& d, const std::vector<val
   return count;
 }
 
-// D written (--out) and compared (--expect); the exit status.
-template <format Out>
-int finish(const matmul_options& o, const matmul::gemm_shape& shape, const std::vector<value<Out>>& d,
-           const std::optional<std::vector<value<Out>>>& expected) {
+std::string_view layout_name(matmul::scale_layout layout, bool of_a) {
+  switch (layout) {
+    case matmul::scale_layout::none: return "none";
+    case matmul::scale_layout::tensor: return "per tensor";
+    case matmul::scale_layout::rows: return of_a ? "per row" : "per column";
+    case matmul::scale_layout::block_1x128: return "1 x 128 blocks";
+    case matmul::scale_layout::block_128x128: return "128 x 128 blocks";
+  }
+  return "?";
+}
+
+template <format InA, format InB, format Out>
+int run(const matmul_options& o, matmul::gemm_description d) {
+  auto [a_shape, a] = read_values<InA>(o.a_path, "A", 2);
+  auto [b_shape, b] = read_values<InB>(o.b_path, "B", 2);
+  if (a_shape[1] != b_shape[0])
+    fail(fmt::format("{}: B has shape {}, but A {} has K = {}; B needs K rows", printable(o.b_path), shape_text(b_shape),
+                     shape_text(a_shape), a_shape[1]));
+  matmul::gemm_call<InA, InB, Out> call;
+  call.shape = {a_shape[0], b_shape[1], a_shape[1]};
+  const matmul::gemm_shape& s = call.shape;
+  call.a = a, call.b = b, call.threads = o.threads;
+  std::vector<value<Out>> bias, c;
+  if (!o.bias_path.empty()) {
+    auto [shape, values] = read_values<Out>(o.bias_path, "the bias", 1);
+    if (shape[0] != s.n) fail(fmt::format("{}: the bias has {} values; expected N = {}", printable(o.bias_path), shape[0], s.n));
+    bias = std::move(values), call.bias = bias;
+  }
+  if (!o.c_path.empty()) {
+    auto [shape, values] = read_values<Out>(o.c_path, "C", 2);
+    if (shape != std::vector<std::size_t>{s.m, s.n})
+      fail(fmt::format("{}: C has shape {}; expected [M, N] = [{}, {}]", printable(o.c_path), shape_text(shape), s.m, s.n));
+    c = std::move(values), call.c = c;
+    call.beta = from_host(static_cast<float>(o.beta.value_or(1.0)));
+  }
+  if (o.alpha) call.alpha = from_host(static_cast<float>(*o.alpha));
+  std::vector<float32> scale_a, scale_b;
+  if (!o.scale_a.empty()) std::tie(call.a_scales, scale_a) = read_scales(o.scale_a, "--scale-a", true, s);
+  if (!o.scale_b.empty()) std::tie(call.b_scales, scale_b) = read_scales(o.scale_b, "--scale-b", false, s);
+  call.scale_a = scale_a, call.scale_b = scale_b;
+  std::optional<std::vector<value<Out>>> expected;
+  if (!o.expect_path.empty()) {
+    auto [shape, values] = read_values<Out>(o.expect_path, "D", 2);
+    if (shape != std::vector<std::size_t>{s.m, s.n})
+      fail(fmt::format("{}: D has shape {}; expected [M, N] = [{}, {}]", printable(o.expect_path), shape_text(shape), s.m, s.n));
+    expected = std::move(values);
+  }
+  if (o.splits) d.splits = *o.splits;
+  try {
+    matmul::check_call(d, call);
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+  const auto product = [&](const matmul::gemm_description& kernel) { return matmul::gemm(kernel, call); };
+  std::printf("matmul: A [%zu, %zu] %s, B [%zu, %zu] %s%s%s%s -> %s, kernel %s\n", s.m, s.k,
+              std::string(name_of(InA)).c_str(), s.k, s.n, std::string(name_of(InB)).c_str(),
+              scale_a.empty() ? "" : fmt::format(", scales {} x {}", layout_name(call.a_scales, true),
+                                                 layout_name(call.b_scales, false)).c_str(),
+              c.empty() ? "" : ", C", bias.empty() ? "" : ", bias", std::string(name_of(Out)).c_str(), d.name.c_str());
+  std::fflush(stdout);
+  if (o.identify) {
+    std::vector<int> found;
+    for (int splits = 1; splits <= 64; ++splits) {
+      d.splits = splits;
+      std::size_t first = 0;
+      if (mismatches(product(d), *expected, first) == 0) found.push_back(splits);
+    }
+    if (found.empty()) {
+      std::printf("no split count from 1 to 64 of %s gives every bit of %s\n", d.name.c_str(),
+                  printable(o.expect_path).c_str());
+      return 1;
+    }
+    std::string list;
+    for (const int n : found) list += (list.empty() ? "" : ", ") + std::to_string(n);
+    std::printf("every bit of %s: %zu elements, with %s split%s (--splits)\n", printable(o.expect_path).c_str(),
+                expected->size(), list.c_str(), found.size() == 1 && found[0] == 1 ? "" : "s");
+    return 0;
+  }
+  std::printf("%d split%s of K, %s\n", d.splits, d.splits == 1 ? "" : "s",
+              d.promotion_k == 0 ? "one chain over each split"
+                                 : fmt::format("chains over each {} of K added into fp32", d.promotion_k).c_str());
+  const std::vector<value<Out>> out = product(d);
   if (!o.out_path.empty()) {
-    std::vector<typename value<Out>::storage> bits(d.size());
-    for (std::size_t i = 0; i < d.size(); ++i) bits[i] = d[i].bits;
+    std::vector<typename value<Out>::storage> bits(out.size());
+    for (std::size_t i = 0; i < out.size(); ++i) bits[i] = out[i].bits;
     try {
-      npy::write(o.out_path, Out.width() == 32 ? "<f4" : "<u2", {shape.m, shape.n}, bits.data());
+      npy::write(o.out_path, Out.width() == 32 ? "<f4" : "<u2", {s.m, s.n}, bits.data());
     } catch (const npy::npy_error& error) {
       fail(printable(error.what()));
     }
   }
   if (!expected) return 0;
   std::size_t first = 0;
-  const std::uint64_t count = mismatches(d, *expected, first);
-  std::printf("D: %zu elements compared, %llu mismatch%s\n", d.size(), static_cast<unsigned long long>(count),
-              count == 1 ? "" : "es");
+  const std::uint64_t count = mismatches(out, *expected, first);
+  std::printf("D: %zu element%s compared, %llu mismatch%s\n", out.size(), out.size() == 1 ? "" : "s",
+              static_cast<unsigned long long>(count), count == 1 ? "" : "es");
   if (count == 0) return 0;
   const auto text = [](value<Out> x) { return fmt::format("0x{:0{}X} ({})", x.bits, Out.width() / 4, to_double(x)); };
-  std::printf("first mismatch at [%zu, %zu] (row, col)\n  expected %s\n  model    %s\n", first / shape.n, first % shape.n,
-              text((*expected)[first]).c_str(), text(d[first]).c_str());
+  std::printf("first mismatch at [%zu, %zu] (row, col)\n  file  %s\n  model %s\n", first / s.n, first % s.n,
+              text((*expected)[first]).c_str(), text(out[first]).c_str());
   return 1;
 }
 
-// cuBLAS's bf16 or fp16 product (torch.matmul, F.linear).
-template <format F>
-int run_half(const matmul_options& o) {
-  const auto [shape, a, b] = read_operands<F, F>(o);
-  std::vector<value<F>> bias;
-  if (!o.bias_path.empty()) {
-    auto [bias_shape, values] = read_values<F>(o.bias_path, "the bias", 1);
-    if (bias_shape[0] != shape.n)
-      fail(fmt::format("{}: the bias has {} values; expected N = {}", printable(o.bias_path), bias_shape[0], shape.n));
-    bias = std::move(values);
-  }
-  const auto expected = read_expected<F>(o, shape);
-  const auto product = [&](int splits) {
-    return matmul::gemm<F, F>({sm90_tensor_core, splits, 64}, shape, a, b, bias, o.threads);
-  };
-  std::printf("matmul: A [%zu, %zu], B [%zu, %zu]%s, %s\n", shape.m, shape.k, shape.k, shape.n,
-              bias.empty() ? "" : ", bias", std::string(name_of(F)).c_str());
-  if (o.identify) {
-    std::vector<int> found;
-    for (int splits = 1; splits <= 64; ++splits) {
-      std::size_t first = 0;
-      if (mismatches(product(splits), *expected, first) == 0) found.push_back(splits);
-    }
-    if (found.empty()) {
-      std::printf("no split count from 1 to 64 gives every bit of %s\n", printable(o.expect_path).c_str());
-      return 1;
-    }
-    std::string list;
-    for (const int s : found) list += (list.empty() ? "" : ", ") + std::to_string(s);
-    std::printf("every bit of %s: %zu elements, with %s split%s (--splits)\n", printable(o.expect_path).c_str(),
-                expected->size(), list.c_str(), found.size() == 1 && found[0] == 1 ? "" : "s");
-    return 0;
-  }
-  const int splits = o.splits.value_or(1);
-  std::printf("%d split%s of K (%s), chains of 16-product fused steps into fp32\n", splits, splits == 1 ? "" : "s",
-              splits == 1 ? "one chain over K" : "fp32 partials added in split order");
-  return finish(o, shape, product(splits), expected);
-}
-
-// A scale: a decimal (one value) or a float32 .npy of `count` values ([count] or [count, 1] or [1, count]).
-std::vector<float32> read_scale(const std::string& text, std::string_view option, std::size_t count) {
-  if (text.empty()) fail(fmt::format("matmul: an fp8 product needs {} (a decimal, or a .npy of scales)", option));
-  if (text.size() <= 4 || text.substr(text.size() - 4) != ".npy") {
-    const double x = parse_decimal(text, "a decimal, or a .npy file of float32 scales");
-    const float scale = static_cast<float>(x);
-    if (!std::isfinite(scale)) fail(fmt::format("matmul: {} {} is not a finite float", option, text));
-    return {from_host(scale)};
-  }
-  const npy::array array = read_npy(text, "float32");
-  if (array.descr != "<f4") fail(fmt::format("{}: element type '{}' is not float32", printable(text), array.descr));
-  if (array.element_count() != count && array.element_count() != 1)
-    fail(fmt::format("{}: {} has {} values (shape {}); expected 1 or {}", printable(text), option,
-                     array.element_count(), shape_text(array.shape), count));
-  std::vector<float32> scales(array.element_count());
-  for (std::size_t i = 0; i < scales.size(); ++i) {
-    scales[i] = float32::from_bits(array.word(i));
-    if (!std::isfinite(to_host(scales[i])))
-      fail(fmt::format("{}: scale [{}] is {}; scales must be finite", printable(text), i, to_host(scales[i])));
-  }
-  return scales;
-}
-
-// torch._scaled_mm's fp8 product.
-template <format Out, format InA, format InB>
-int run_fp8(const matmul_options& o) {
-  const auto [shape, a, b] = read_operands<InA, InB>(o);
-  const std::vector<float32> scale_a = read_scale(o.scale_a, "--scale-a", shape.m),
-                             scale_b = read_scale(o.scale_b, "--scale-b", shape.n);
-  const auto expected = read_expected<Out>(o, shape);
-  std::printf("matmul: A [%zu, %zu] %s, B [%zu, %zu] %s, scales %s x %s, %s out\n", shape.m, shape.k,
-              std::string(name_of(InA)).c_str(), shape.k, shape.n, std::string(name_of(InB)).c_str(),
-              scale_a.size() == 1 ? "per tensor" : "per row", scale_b.size() == 1 ? "per tensor" : "per column",
-              std::string(name_of(Out)).c_str());
-  matmul::scaled_gemm_kernel kernel;
-  kernel.promotion_k = o.fast_accum ? 0 : 128;
-  std::printf("%s\n", o.fast_accum ? "one chain of 32-product fp8 steps over K (fast accumulation)"
-                                   : "chains of 32-product fp8 steps over each 128 of K, added into fp32");
-  return finish(o, shape, matmul::scaled_gemm<Out, InA, InB>(kernel, shape, a, b, scale_a, scale_b, o.threads),
-                expected);
-}
-
-template <format Out>
-int run_fp8_out(const matmul_options& o) {
+int dispatch(const matmul_options& o) {
+  const bool fp8 = o.input == e4m3 || o.input == e5m2;
   const format b = o.b_format.value_or(o.input);
-  if (o.input == e4m3) return b == e4m3 ? run_fp8<Out, e4m3, e4m3>(o) : run_fp8<Out, e4m3, e5m2>(o);
-  return b == e4m3 ? run_fp8<Out, e5m2, e4m3>(o) : run_fp8<Out, e5m2, e5m2>(o);
+  const format out = o.out_format.value_or(fp8 ? bf16 : o.input);
+  const matmul::gemm_description d = o.kernel.value_or(matmul::default_gemm_preset(o.input));
+  return visit_format(o.input, [&](auto ta) {
+    return visit_format(b, [&](auto tb) {
+      return visit_format(out, [&](auto to) -> int {
+        constexpr format A = decltype(ta)::fmt, B = decltype(tb)::fmt, O = decltype(to)::fmt;
+        if constexpr (((A == bf16 || A == fp16) && B == A && (O == A || O == fp32)) ||
+                      ((A == e4m3 || A == e5m2) && (B == e4m3 || B == e5m2) && (O == bf16 || O == fp16 || O == fp32)))
+          return run<A, B, O>(o, d);
+        fail("matmul: unexpected formats");  // the options allow no other
+      });
+    });
+  });
+}
+
+void print_kernel_list() {
+  for (const matmul::gemm_description& d : matmul::gemm_presets())
+    std::printf("  %-28s %s\n", d.name.c_str(), d.summary.c_str());
 }
 
 }  // namespace
@@ -285,7 +327,25 @@ int run_fp8_out(const matmul_options& o) {
 int matmul_command(const arguments& args) {
   matmul_options o;
   const std::vector<option> table = option_table(o);
-  if (asks_for_help(args)) return print_help(matmul_help, table);
+  if (asks_for_help(args)) {
+    print_help(matmul_help, table);
+    std::puts("\npresets (bitexact matmul --list-kernels):");
+    print_kernel_list();
+    return 0;
+  }
+  if (args.size() == 1 && args[0] == "--list-kernels") {
+    print_kernel_list();
+    return 0;
+  }
+  if (!args.empty() && args[0] == "--print-kernel") {
+    if (args.size() != 2) fail("matmul: --print-kernel takes one preset name; see bitexact matmul --list-kernels");
+    try {
+      std::puts(matmul::gemm_to_json(matmul::find_gemm_preset(args[1])).dump(2).c_str());
+    } catch (const std::invalid_argument& e) {
+      fail(std::string("matmul: ") + e.what());
+    }
+    return 0;
+  }
   const arguments files = read_options(args, "matmul", table);
   if (files.size() != 2)
     fail("matmul: expected two .npy files, A and B, but got " + std::to_string(files.size()) +
@@ -295,13 +355,15 @@ int matmul_command(const arguments& args) {
   if (o.identify && (o.splits || !o.out_path.empty()))
     fail("matmul: --identify tries every split count; it takes no --splits or --out");
   const bool fp8 = o.input == e4m3 || o.input == e5m2;
-  if (fp8 && (o.splits || o.identify || !o.bias_path.empty()))
-    fail("matmul: --splits, --identify and --bias model cuBLAS's bf16 and fp16 kernels; an fp8 product takes none");
-  if (!fp8 && (o.b_format || o.out_format || !o.scale_a.empty() || !o.scale_b.empty() || o.fast_accum))
-    fail("matmul: --b-format, --out-format, --scale-a, --scale-b and --fast-accum belong to fp8 products "
-         "(--in-format e4m3 or e5m2)");
-  if (fp8) return o.out_format == fp32 ? run_fp8_out<fp32>(o) : run_fp8_out<bf16>(o);
-  return o.input == fp16 ? run_half<fp16>(o) : run_half<bf16>(o);
+  if (!fp8 && o.b_format) fail("matmul: --b-format belongs to fp8 products (--in-format e4m3 or e5m2)");
+  if (!fp8 && o.out_format && *o.out_format != o.input && *o.out_format != fp32)
+    fail(fmt::format("matmul: a {} product writes {} or fp32, not {}", name_of(o.input), name_of(o.input),
+                     name_of(*o.out_format)));
+  if (fp8 != (!o.scale_a.empty() || !o.scale_b.empty()) || o.scale_a.empty() != o.scale_b.empty())
+    fail(fp8 ? "matmul: an fp8 product needs --scale-a and --scale-b (decimals, or .npy files of scales)"
+             : "matmul: --scale-a and --scale-b belong to fp8 products (--in-format e4m3 or e5m2)");
+  if (o.beta && o.c_path.empty()) fail("matmul: --beta multiplies C; give --c FILE");
+  return dispatch(o);
 }
 
 }  // namespace bitexact::cli

@@ -896,15 +896,15 @@ bitexact_cli_test(attention_mismatch_distribution RC 1 ARGS attention ${flex_hea
 set(matmul_data ${CMAKE_CURRENT_LIST_DIR}/data/matmul)
 set(mm_split ${matmul_data}/bf16_splitk_96x200x3000)
 bitexact_cli_test(matmul_split_k ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy --splits 2 --expect ${mm_split}/d.npy
-  CONTAINS "matmul: A [16, 3000], B [3000, 16], bf16" "2 splits of K" "D: 256 elements compared, 0 mismatches")
+  CONTAINS "matmul: A [16, 3000] bf16, B [3000, 16] bf16 -> bf16, kernel cublas_sm90" "2 splits of K" "D: 256 elements compared, 0 mismatches")
 bitexact_cli_test(matmul_one_chain_misses_the_splits RC 1 ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy
   --expect ${mm_split}/d.npy CONTAINS "D: 256 elements compared, 17 mismatches" "first mismatch at [0, 0] (row, col)"
-  "expected 0x4821 (164864)" "model    0x4820 (163840)")
+  "file  0x4821 (164864)" "model 0x4820 (163840)")
 bitexact_cli_test(matmul_identify ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy --expect ${mm_split}/d.npy --identify
   CONTAINS "256 elements, with 2 splits (--splits)")
 set(mm_linear ${matmul_data}/bf16_linear_64x64x8192)
 bitexact_cli_test(matmul_bias_split_k ARGS matmul ${mm_linear}/a.npy ${mm_linear}/b.npy --bias ${mm_linear}/bias.npy
-  --splits 6 --expect ${mm_linear}/d.npy CONTAINS ", bias, bf16" "D: 64 elements compared, 0 mismatches")
+  --splits 6 --expect ${mm_linear}/d.npy CONTAINS ", bias -> bf16" "D: 64 elements compared, 0 mismatches")
 set(mm_fp16 ${matmul_data}/fp16_splitk_64x64x8192)
 bitexact_cli_test(matmul_fp16 ARGS matmul ${mm_fp16}/a.npy ${mm_fp16}/b.npy --in-format fp16 --splits 6
   --expect ${mm_fp16}/d.npy CONTAINS "fp16" "D: 64 elements compared, 0 mismatches")
@@ -921,27 +921,65 @@ bitexact_cli_test(matmul_error_one_file RC 2 ARGS matmul ${mm_split}/a.npy ONE_L
 set(mm_rowwise ${matmul_data}/fp8_e4m3_bf16_rowwise_default_128x256x1024)
 bitexact_cli_test(matmul_fp8_rowwise ARGS matmul ${mm_rowwise}/a.npy ${mm_rowwise}/b.npy --in-format e4m3
   --scale-a ${mm_rowwise}/scale_a.npy --scale-b ${mm_rowwise}/scale_b.npy --expect ${mm_rowwise}/d.npy
-  CONTAINS "scales per row x per column, bf16 out" "each 128 of K, added into fp32" "D: 32768 elements compared, 0 mismatches")
+  CONTAINS "scales per row x per column -> bf16" "chains over each 128 of K added into fp32" "D: 32768 elements compared, 0 mismatches")
 set(mm_fast ${matmul_data}/fp8_e4m3_fp32_fast_64x64x2048)
 bitexact_cli_test(matmul_fp8_fast_accum ARGS matmul ${mm_fast}/a.npy ${mm_fast}/b.npy --in-format e4m3 --scale-a 0.3
-  --scale-b 1.7 --fast-accum --out-format fp32 --expect ${mm_fast}/d.npy
-  CONTAINS "(fast accumulation)" "D: 4096 elements compared, 0 mismatches")
+  --scale-b 1.7 --preset cublas_sm90_fp8_fast_accum --out-format fp32 --expect ${mm_fast}/d.npy
+  CONTAINS "one chain over each split" "D: 4096 elements compared, 0 mismatches")
 bitexact_cli_test(matmul_fp8_promotion_is_not_fast_accum RC 1 ARGS matmul ${mm_fast}/a.npy ${mm_fast}/b.npy
   --in-format e4m3 --scale-a 0.3 --scale-b 1.7 --out-format fp32 --expect ${mm_fast}/d.npy
-  CONTAINS "D: 4096 elements compared, 4090 mismatches" "expected 0x45A8E7D8 (5404.98046875)")
+  CONTAINS "D: 4096 elements compared, 4090 mismatches" "file  0x45A8E7D8 (5404.98046875)")
 set(mm_e5m2 ${matmul_data}/fp8_e5m2xe4m3_bf16_fast_128x128x1024)
 bitexact_cli_test(matmul_fp8_e5m2_e4m3 ARGS matmul ${mm_e5m2}/a.npy ${mm_e5m2}/b.npy --in-format e5m2 --b-format e4m3
-  --scale-a 0.5 --scale-b 1.1 --fast-accum --expect ${mm_e5m2}/d.npy CONTAINS "D: 16384 elements compared, 0 mismatches")
+  --scale-a 0.5 --scale-b 1.1 --preset cublas_sm90_fp8_fast_accum --expect ${mm_e5m2}/d.npy CONTAINS "D: 16384 elements compared, 0 mismatches")
 bitexact_cli_test(matmul_error_fp8_without_scale RC 2 ARGS matmul ${mm_fast}/a.npy ${mm_fast}/b.npy --in-format e4m3
   ONE_LINE_ERROR ERROR_CONTAINS "an fp8 product needs --scale-a")
-bitexact_cli_test(matmul_error_fp8_splits RC 2 ARGS matmul ${mm_fast}/a.npy ${mm_fast}/b.npy --in-format e4m3
-  --scale-a 1 --scale-b 1 --splits 2 ONE_LINE_ERROR ERROR_CONTAINS "an fp8 product takes none")
 bitexact_cli_test(matmul_error_scale_on_bf16 RC 2 ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy --scale-a 2
   ONE_LINE_ERROR ERROR_CONTAINS "belong to fp8 products")
 bitexact_cli_test(matmul_error_scale_count RC 2 ARGS matmul ${mm_rowwise}/a.npy ${mm_rowwise}/b.npy --in-format e4m3
-  --scale-a ${mm_rowwise}/scale_b.npy --scale-b 1 ONE_LINE_ERROR ERROR_CONTAINS "has 256 values (shape [1, 256]); expected 1 or 128")
+  --scale-a ${mm_rowwise}/scale_b.npy --scale-b 1 ONE_LINE_ERROR ERROR_CONTAINS "--scale-a has shape [1, 256]; expected one value, [128] or [128, 1] (per row), [128, 8] (1 x 128 blocks)")
 bitexact_cli_test(matmul_error_fp8_file_for_bf16 RC 2 ARGS matmul ${mm_fast}/a.npy ${mm_fast}/b.npy ONE_LINE_ERROR
   ERROR_CONTAINS "element type '<u1' does not hold bf16 bit patterns; save x.view(torch.int16)")
+# Descriptions: the presets, a description file, block scales, torch.addmm's alpha and beta x C, fp8 split-K.
+bitexact_cli_test(matmul_list_kernels ARGS matmul --list-kernels CONTAINS "cublas_sm90 " "cublas_sm90_fp8 "
+  "cublas_sm90_fp8_fast_accum")
+bitexact_cli_test(matmul_print_kernel ARGS matmul --print-kernel cublas_sm90_fp8 CONTAINS "\"tensor_core\": \"sm90_fp8\""
+  "\"promotion_k\": 128" "\"block_scaling_1x128\": \"scale_a_then_fma_with_b\"")
+bitexact_cli_test(matmul_error_preset RC 2 ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy --preset cublas ONE_LINE_ERROR
+  ERROR_CONTAINS "unknown matmul preset 'cublas'; the presets are: cublas_sm90, cublas_sm90_fp8")
+bitexact_cli_test(matmul_kernel_file ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy
+  --kernel ${CMAKE_CURRENT_LIST_DIR}/data/matmul_kernels/cublas_sm90_splits_2.json --expect ${mm_split}/d.npy
+  CONTAINS "kernel my_cublas_2_splits" "2 splits of K" "0 mismatches")
+bitexact_cli_test(matmul_error_kernel_field RC 2 ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy
+  --kernel ${CMAKE_CURRENT_LIST_DIR}/data/matmul_kernels/unknown_field.json ONE_LINE_ERROR
+  ERROR_CONTAINS "kernel description: field 'promotion': unknown field")
+bitexact_cli_test(matmul_error_kernel_combination RC 2 ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy
+  --kernel ${CMAKE_CURRENT_LIST_DIR}/data/matmul_kernels/promotion_not_in_tile.json ONE_LINE_ERROR
+  ERROR_CONTAINS "field 'promotion_k': a split's share of K is whole K tiles")
+set(mm_blocks ${matmul_data}/fp8_e4m3_bf16_block1x128x128x128_256x256x1024)
+bitexact_cli_test(matmul_fp8_block_scales ARGS matmul ${mm_blocks}/a.npy ${mm_blocks}/b.npy --in-format e4m3
+  --scale-a ${mm_blocks}/scale_a.npy --scale-b ${mm_blocks}/scale_b.npy --expect ${mm_blocks}/d.npy
+  CONTAINS "scales 1 x 128 blocks x 128 x 128 blocks" "D: 65536 elements compared, 0 mismatches")
+bitexact_cli_test(matmul_error_block_scales_fast_accum RC 2 ARGS matmul ${mm_blocks}/a.npy ${mm_blocks}/b.npy
+  --in-format e4m3 --scale-a ${mm_blocks}/scale_a.npy --scale-b ${mm_blocks}/scale_b.npy
+  --preset cublas_sm90_fp8_fast_accum ONE_LINE_ERROR ERROR_CONTAINS "block scales need a description that promotes every 128 of K")
+set(mm_addmm ${matmul_data}/bf16_addmm_128x128x4096_splitk_scaled)
+bitexact_cli_test(matmul_addmm ARGS matmul ${mm_addmm}/a.npy ${mm_addmm}/b.npy --c ${mm_addmm}/c.npy --alpha -1.25
+  --beta 0.75 --splits 3 --expect ${mm_addmm}/d.npy CONTAINS ", C -> bf16" "D: 256 elements compared, 0 mismatches")
+bitexact_cli_test(matmul_addmm_needs_alpha RC 1 ARGS matmul ${mm_addmm}/a.npy ${mm_addmm}/b.npy --c ${mm_addmm}/c.npy
+  --beta 0.75 --splits 3 --expect ${mm_addmm}/d.npy CONTAINS "D: 256 elements compared, 256 mismatches")
+bitexact_cli_test(matmul_error_beta_without_c RC 2 ARGS matmul ${mm_addmm}/a.npy ${mm_addmm}/b.npy --beta 0.5
+  ONE_LINE_ERROR ERROR_CONTAINS "--beta multiplies C; give --c FILE")
+set(mm_addmm32 ${matmul_data}/bf16_addmm_fp32out_128x128x4096_splitk)
+bitexact_cli_test(matmul_addmm_fp32_split_k ARGS matmul ${mm_addmm32}/a.npy ${mm_addmm32}/b.npy --c ${mm_addmm32}/c.npy
+  --alpha 0.7 --beta 1.3 --splits 3 --out-format fp32 --expect ${mm_addmm32}/d.npy
+  CONTAINS ", C -> fp32" "D: 256 elements compared, 0 mismatches")
+bitexact_cli_test(matmul_error_out_format RC 2 ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy --out-format fp16
+  ONE_LINE_ERROR ERROR_CONTAINS "a bf16 product writes bf16 or fp32, not fp16")
+set(mm_fp8_split ${matmul_data}/fp8_e4m3_bf16_fast_64x64x16384)
+bitexact_cli_test(matmul_fp8_split_k ARGS matmul ${mm_fp8_split}/a.npy ${mm_fp8_split}/b.npy --in-format e4m3
+  --scale-a 0.0625 --scale-b 0.125 --preset cublas_sm90_fp8_fast_accum --splits 6 --expect ${mm_fp8_split}/d.npy
+  CONTAINS "6 splits of K" "D: 16 elements compared, 0 mismatches")
 # An fp8 step (the sm90_fp8 unit: 32 products, 13 bits, each sum rounded toward zero to E8M13): the sum
 # 111.0000100000111 has 16 significant bits, and E8M13 keeps 14.
 bitexact_cli_test(trace_mma_fp8_e8m13 ARGS trace mma 1.875,1.875,0.029296875,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0 1.875,1.875,0.029296875,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0 0

@@ -5,10 +5,17 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <set>
+#include <string>
 #include <random>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include <bitexact/matmul/gemm.hpp>
+#include <bitexact/matmul/kernels.hpp>
+#include <bitexact/matmul/description_json.hpp>
 
 using namespace bitexact;
 
@@ -63,26 +70,120 @@ TEST_CASE("matmul chain: one thread and every core give the same bits") {
   CHECK(differ == 0);
 }
 
-TEST_CASE("matmul split_steps: the splits take every k step once, in order, each a whole number of K tiles") {
+TEST_CASE("matmul split_range: the splits take every K position once, in order, each a whole number of K tiles") {
   int checked = 0;
   for (const int splits : {1, 2, 3, 5, 12, 25})
     for (const std::size_t k_tile : {std::size_t{16}, std::size_t{64}, std::size_t{128}})
       for (const std::size_t k : {std::size_t{1}, std::size_t{100}, std::size_t{3000}, std::size_t{32768}}) {
-        const matmul::gemm_kernel kernel{sm90_tensor_core, splits, k_tile};
+        matmul::gemm_description d = matmul::find_gemm_preset("cublas_sm90");
+        d.splits = splits, d.k_tile = k_tile;
         std::size_t next = 0;
         for (int s = 0; s < splits; ++s) {
-          const auto [first, end] = matmul::split_steps(kernel, k, s);
+          const auto [first, end] = matmul::split_range(d, k, s);
           CHECK(first <= end);
           if (first == end) continue;
           CHECK(first == next);
-          if (s + 1 < splits && end < (k + 15) / 16) CHECK((end * 16) % k_tile == 0);
+          if (s + 1 < splits && end < k) CHECK(end % k_tile == 0);
           next = end;
         }
-        CHECK(next == (k + 15) / 16);
+        CHECK(next == k);
         ++checked;
       }
   CHECK(checked == 6 * 3 * 4);
-  // 96 x 200 x 3000 in 2 splits: chunk ceil(3000 / 2) = 1500, rounded up to 1536 (24 K tiles).
-  CHECK(matmul::split_steps({sm90_tensor_core, 2, 64}, 3000, 0) == std::pair<std::size_t, std::size_t>{0, 96});
-  CHECK(matmul::split_steps({sm90_tensor_core, 2, 64}, 3000, 1) == std::pair<std::size_t, std::size_t>{96, 188});
+  // 96 x 200 x 3000 in 2 splits: ceil(3000 / 2) = 1500, rounded up to 1536 (24 K tiles of 64).
+  matmul::gemm_description d = matmul::find_gemm_preset("cublas_sm90");
+  d.splits = 2;
+  CHECK(matmul::split_range(d, 3000, 0) == std::pair<std::size_t, std::size_t>{0, 1536});
+  CHECK(matmul::split_range(d, 3000, 1) == std::pair<std::size_t, std::size_t>{1536, 3000});
+}
+
+namespace {
+
+std::vector<value<e4m3>> random_e4m3(std::size_t size, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<value<e4m3>> x(size);
+  for (auto& v : x) v = value<e4m3>::from_bits(static_cast<std::uint32_t>(rng() % 0x7F) | 0x80u * (rng() & 1));
+  return x;
+}
+
+// D of the description read back from `json` (changed by `change`), for
+// inputs on which every field has work to do: K = 1000 in two splits, C with
+// alpha and beta, into fp32; or fp8 with block scales of both kinds.
+std::vector<std::uint32_t> bits_of(const nlohmann::json& json) {
+  const matmul::gemm_description d = matmul::gemm_from_json(json.dump());
+  std::vector<std::uint32_t> out;
+  const std::size_t m = 24, n = 136, k = 1000;
+  if (d.tensor_core->takes(bf16)) {
+    const std::vector<bfloat16> a = random_matrix(m * k, 11, 20), b = random_matrix(k * n, 12, 20);
+    std::vector<float32> c(m * n);
+    for (std::size_t i = 0; i < c.size(); ++i) c[i] = convert<fp32>(a[i]).result;
+    matmul::gemm_call<bf16, bf16, fp32> call;
+    call.shape = {m, n, k}, call.a = a, call.b = b, call.c = c;
+    call.alpha = from_host(0.7f), call.beta = from_host(1.3f);
+    for (const float32 x : matmul::gemm(d, call)) out.push_back(x.bits);
+    return out;
+  }
+  const std::vector<value<e4m3>> a = random_e4m3(m * k, 13), b = random_e4m3(k * n, 14);
+  std::mt19937 rng(15);
+  const auto scales = [&](std::size_t count) {
+    std::vector<float32> s(count);
+    for (float32& x : s) x = from_host(0.5f + static_cast<float>(rng() % 1000) / 997.0f);
+    return s;
+  };
+  const std::vector<float32> sa = scales(m * 8), sb_blocks = scales(8 * 2), sb_columns = scales(8 * n);
+  for (const bool square : {true, false}) {
+    matmul::gemm_call<e4m3, e4m3, fp32> call;
+    call.shape = {m, n, k}, call.a = a, call.b = b;
+    call.a_scales = matmul::scale_layout::block_1x128, call.scale_a = sa;
+    call.b_scales = square ? matmul::scale_layout::block_128x128 : matmul::scale_layout::block_1x128;
+    call.scale_b = square ? sb_blocks : sb_columns;
+    for (const float32 x : matmul::gemm(d, call)) out.push_back(x.bits);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("matmul descriptions: every field changes the bits on some input, or the change is refused") {
+  // For each field: another value that must change the bits (or be refused), from a preset that reads it.
+  struct change {
+    std::string preset, field;
+    nlohmann::json other;
+    bool refused = false;
+  };
+  const std::vector<change> changes{
+      {"cublas_sm90", "tensor_core", "sm90_k8"},
+      {"cublas_sm90", "k_tile", 192},
+      {"cublas_sm90", "splits", 3},
+      {"cublas_sm90", "split_reduction", "pairwise", true},
+      {"cublas_sm90", "promotion_k", 64},
+      {"cublas_sm90", "alpha_beta", "fma_beta"},
+      {"cublas_sm90", "alpha_beta_split_k", "fma_alpha"},
+      {"cublas_sm90_fp8", "promotion_k", 0, true},  // block scales need promotion: the call is refused
+      {"cublas_sm90_fp8", "block_scaling_128x128", "scale_a_then_fma_with_b"},
+      {"cublas_sm90_fp8", "block_scaling_1x128", "fma_with_scale_product"},
+      {"cublas_sm90_fp8", "k_tile", 100, true},
+      {"cublas_sm90_fp8", "splits", 0, true},
+      {"cublas_sm90_fp8", "unknown", 1, true},
+  };
+  std::set<std::string> fields_changed;
+  for (const change& c : changes) {
+    nlohmann::json base = matmul::gemm_to_json(matmul::find_gemm_preset(c.preset));
+    // Two splits in the bf16 base, so that the split-K fields have work to do.
+    if (c.preset == "cublas_sm90" && c.field != "splits") base["splits"] = 2;
+    if (c.preset == "cublas_sm90" && c.field == "alpha_beta") base["splits"] = 1;
+    nlohmann::json changed = base;
+    changed[c.field] = c.other;
+    CAPTURE(c.field);
+    if (c.refused) {
+      CHECK_THROWS_AS(bits_of(changed), std::invalid_argument);
+    } else {
+      CHECK(bits_of(base) != bits_of(changed));
+    }
+    fields_changed.insert(c.field);
+  }
+  // Every field of a description but its name and summary is among them.
+  const nlohmann::ordered_json every = matmul::gemm_to_json(matmul::find_gemm_preset("cublas_sm90"));
+  for (const auto& [field, value] : every.items())
+    if (field != "name" && field != "summary") CHECK_MESSAGE(fields_changed.count(field) == 1, field);
 }

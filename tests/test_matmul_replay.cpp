@@ -1,12 +1,15 @@
-// cuBLAS's matrix products, captured on an H200 (tests/data/matmul: torch.matmul
-// and F.linear under torch 2.11, cuBLAS 13.1; cuda/capture/matmul_capture.py),
-// replayed through the GEMM emulator (matmul/gemm.hpp): every kept output bit
-// for bit. Each case keeps some rows of A and columns of B of the call
+// cuBLAS's matrix products, captured on an H200 (tests/data/matmul: torch.matmul,
+// F.linear, torch.addmm and torch._scaled_mm under torch 2.11, cuBLAS 13.1;
+// cuda/capture/matmul_capture.py), replayed through the one GEMM emulator
+// (matmul/gemm.hpp) with the presets of matmul/kernels.hpp: every kept output
+// bit for bit. Each case keeps some rows of A and columns of B of the call
 // (manifest.json names them); the split count is the one cuBLASLt logged.
+// Each rule is shown to matter: the alternatives the captures rule out are
+// counted and must miss.
 #include <doctest/doctest.h>
 
 #include <fstream>
-#include <set>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -14,8 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include <bitexact/core/checksum.hpp>
+#include <bitexact/core/dispatch.hpp>
 #include <bitexact/matmul/gemm.hpp>
-#include <bitexact/matmul/scaled.hpp>
+#include <bitexact/matmul/kernels.hpp>
 #include <bitexact/testing/npy.hpp>
 
 using namespace bitexact;
@@ -31,6 +35,12 @@ std::string file_bytes(const std::string& path) {
   return bytes.str();
 }
 
+nlohmann::json manifest() {
+  std::ifstream file(folder + "manifest.json");
+  REQUIRE(file);
+  return nlohmann::json::parse(file);
+}
+
 template <format F>
 std::vector<value<F>> values_of(const npy::array& array) {
   std::vector<value<F>> values(array.element_count());
@@ -38,92 +48,100 @@ std::vector<value<F>> values_of(const npy::array& array) {
   return values;
 }
 
-struct replay_count {
-  std::size_t cases = 0, outputs = 0, mismatches = 0;
-  std::size_t split_cases = 0, split_cases_the_plain_chain_misses = 0;
-  std::size_t other_accumulation_misses = 0, unrounded_steps_miss = 0;  // fp8 cases
+format format_of(const std::string& name) {
+  static const std::map<std::string, format> formats{{"bf16", bf16}, {"fp16", fp16}, {"fp32", fp32},
+                                                     {"e4m3", e4m3}, {"e5m2", e5m2}};
+  return formats.at(name);
+}
+
+// The description a case ran: the preset, the logged split count.
+matmul::gemm_description description_of(const nlohmann::json& c) {
+  const bool fp8 = c["op"] == "scaled_mm";
+  matmul::gemm_description d =
+      matmul::find_gemm_preset(!fp8 ? "cublas_sm90" : c["fast_accum"].get<bool>() ? "cublas_sm90_fp8_fast_accum"
+                                                                                  : "cublas_sm90_fp8");
+  const std::string kernel = c["kernels"][0][0];
+  if (kernel.find("splitK") != std::string::npos) d.splits = std::stoi(c["algorithm"]["numSplitsK"].get<std::string>());
+  return d;
+}
+
+// Whether the library models the case's kernel: the nvjet_sm90 kernels, not
+// the cutlass_75/80 ones cuBLAS runs for odd K and tf32.
+bool modelled(const nlohmann::json& c) {
+  return c["kernels"][0][0].get<std::string>().rfind("nvjet_sm90", 0) == 0;
+}
+
+matmul::scale_layout layout_of(const nlohmann::json& scale, std::size_t size) {
+  if (scale.is_string() && scale == "block1x128") return matmul::scale_layout::block_1x128;
+  if (scale.is_string() && scale == "block128x128") return matmul::scale_layout::block_128x128;
+  return size == 1 ? matmul::scale_layout::tensor : matmul::scale_layout::rows;
+}
+
+struct replayed {
+  std::size_t outputs = 0, mismatches = 0;
 };
 
-template <format F>
-void replay(const nlohmann::json& c, replay_count& count) {
-  const std::string dir = folder + c["name"].get<std::string>() + "/";
-  const npy::array d_file = npy::read(dir + "d.npy");
-  const std::vector<value<F>> a = values_of<F>(npy::read(dir + "a.npy")), b = values_of<F>(npy::read(dir + "b.npy")),
-                              d = values_of<F>(d_file);
-  const std::string rule = c["rule"];
-  const bool bias = rule.find("bias") != std::string::npos;
-  const std::vector<value<F>> bias_values = bias ? values_of<F>(npy::read(dir + "bias.npy")) : std::vector<value<F>>{};
-  // The rows and columns kept ("all", or a list): d's shape.
-  REQUIRE(d_file.shape.size() == 2);
-  const matmul::gemm_shape shape{d_file.shape[0], d_file.shape[1], c["K"].get<std::size_t>()};
-  matmul::gemm_kernel kernel;
-  if (rule.rfind("splitk", 0) == 0) kernel.splits = std::stoi(c["algorithm"]["numSplitsK"].get<std::string>());
-  const std::vector<value<F>> model = matmul::gemm<F, F>(kernel, shape, a, b, bias_values);
-  REQUIRE(model.size() == d.size());
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < d.size(); ++i) bad += model[i].bits != d[i].bits;
-  if (kernel.splits > 1) {  // the split-K rule is what makes these agree: one chain over K misses some
-    const std::vector<value<F>> plain = matmul::gemm<F, F>(matmul::gemm_kernel{}, shape, a, b, bias_values);
-    std::size_t plain_bad = 0;
-    for (std::size_t i = 0; i < d.size(); ++i) plain_bad += plain[i].bits != d[i].bits;
-    ++count.split_cases;
-    count.split_cases_the_plain_chain_misses += plain_bad > 0;
-    if (plain_bad == 0) MESSAGE(c["name"].get<std::string>() << ": one chain over K agrees on the kept outputs too");
-  }
-  CHECK_MESSAGE(bad == 0, c["name"].get<std::string>() << ": " << bad << " of " << d.size() << " differ");
-  ++count.cases;
-  count.outputs += d.size();
-  count.mismatches += bad;
-}
-
-std::vector<float32> scales_of(const npy::array& array) {
-  REQUIRE(array.descr == "<f4");
-  std::vector<float32> values(array.element_count());
-  for (std::size_t i = 0; i < values.size(); ++i) values[i] = float32::from_bits(array.word(i));
-  return values;
-}
-
-template <format Out, format InA, format InB>
-void replay_scaled(const nlohmann::json& c, replay_count& count) {
+// The case through `d`, against the GPU's bits: how many differ.
+template <format InA, format InB, format Out>
+replayed replay(const nlohmann::json& c, const matmul::gemm_description& d) {
   const std::string dir = folder + c["name"].get<std::string>() + "/";
   const npy::array d_file = npy::read(dir + "d.npy");
   REQUIRE(d_file.shape.size() == 2);
-  const matmul::gemm_shape shape{d_file.shape[0], d_file.shape[1], c["K"].get<std::size_t>()};
-  matmul::scaled_gemm_kernel kernel;
-  kernel.promotion_k = c["fast_accum"].get<bool>() ? 0 : 128;
-  const std::vector<value<Out>> d = values_of<Out>(d_file);
-  const std::vector<value<Out>> model = matmul::scaled_gemm<Out, InA, InB>(
-      kernel, shape, values_of<InA>(npy::read(dir + "a.npy")), values_of<InB>(npy::read(dir + "b.npy")),
-      scales_of(npy::read(dir + "scale_a.npy")), scales_of(npy::read(dir + "scale_b.npy")));
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < d.size(); ++i) bad += model[i].bits != d[i].bits;
-  CHECK_MESSAGE(bad == 0, c["name"].get<std::string>() << ": " << bad << " of " << d.size() << " differ");
-  ++count.cases;
-  count.outputs += d.size();
-  count.mismatches += bad;
-  // Each part of the rule decides bits: the other accumulation, or steps not rounded to E8M13, miss some.
-  matmul::scaled_gemm_kernel other = kernel;
-  other.promotion_k = kernel.promotion_k == 0 ? 128 : 0;
-  matmul::scaled_gemm_kernel unrounded = kernel;
-  unrounded.unit.rounds_to_e8m13 = false;
-  for (const auto& [variant, misses] : {std::pair{other, &count.other_accumulation_misses}, std::pair{unrounded, &count.unrounded_steps_miss}}) {
-    const std::vector<value<Out>> wrong = matmul::scaled_gemm<Out, InA, InB>(
-        variant, shape, values_of<InA>(npy::read(dir + "a.npy")), values_of<InB>(npy::read(dir + "b.npy")),
-        scales_of(npy::read(dir + "scale_a.npy")), scales_of(npy::read(dir + "scale_b.npy")));
-    std::size_t differ = 0;
-    for (std::size_t i = 0; i < d.size(); ++i) differ += wrong[i].bits != d[i].bits;
-    *misses += differ > 0;
+  const std::vector<value<InA>> a = values_of<InA>(npy::read(dir + "a.npy"));
+  const std::vector<value<InB>> b = values_of<InB>(npy::read(dir + "b.npy"));
+  const std::vector<value<Out>> gpu = values_of<Out>(d_file);
+  matmul::gemm_call<InA, InB, Out> call;
+  call.shape = {d_file.shape[0], d_file.shape[1], c["K"].get<std::size_t>()};
+  call.a = a, call.b = b;
+  std::vector<value<Out>> bias, cm;
+  std::vector<float32> scale_a, scale_b;
+  if (c["op"] == "linear") bias = values_of<Out>(npy::read(dir + "bias.npy")), call.bias = bias;
+  if (c["op"] == "addmm") {
+    cm = values_of<Out>(npy::read(dir + "c.npy"));
+    call.c = cm;
+    call.alpha = from_host(c["alpha"].get<float>());
+    call.beta = from_host(c["beta"].get<float>());
   }
+  if (c["op"] == "scaled_mm") {
+    scale_a = values_of<fp32>(npy::read(dir + "scale_a.npy"));
+    scale_b = values_of<fp32>(npy::read(dir + "scale_b.npy"));
+    call.scale_a = scale_a, call.scale_b = scale_b;
+    call.a_scales = layout_of(c["scale_a"], scale_a.size());
+    call.b_scales = layout_of(c["scale_b"], scale_b.size());
+  }
+  const std::vector<value<Out>> model = matmul::gemm(d, call);
+  REQUIRE(model.size() == gpu.size());
+  replayed r{gpu.size(), 0};
+  for (std::size_t i = 0; i < gpu.size(); ++i) r.mismatches += model[i].bits != gpu[i].bits;
+  return r;
+}
+
+replayed replay_any(const nlohmann::json& c, const matmul::gemm_description& d) {
+  const bool fp8 = c["op"] == "scaled_mm";
+  const format a = format_of(fp8 ? c["a_type"] : c["dtype"]), b = format_of(fp8 ? c["b_type"] : c["dtype"]),
+               out = format_of(c["out_dtype"]);
+  return visit_format(a, [&](auto ta) {
+    return visit_format(b, [&](auto tb) {
+      return visit_format(out, [&](auto to) -> replayed {
+        constexpr format A = decltype(ta)::fmt, B = decltype(tb)::fmt, O = decltype(to)::fmt;
+        if constexpr ((A == B && (A == bf16 || A == fp16) && (A == O || O == fp32)) ||
+                      ((A == e4m3 || A == e5m2) && (B == e4m3 || B == e5m2) && (O == bf16 || O == fp16 || O == fp32)))
+          return replay<A, B, O>(c, d);
+        FAIL("unexpected formats in ", c["name"].get<std::string>());
+        return replayed{};
+      });
+    });
+  });
 }
 
 }  // namespace
 
 TEST_CASE("matmul replay: the captures are the files MANIFEST lists, byte for byte") {
-  std::ifstream manifest(folder + "MANIFEST");
-  REQUIRE(manifest);
+  std::ifstream listing(folder + "MANIFEST");
+  REQUIRE(listing);
   std::string line;
   int files = 0;
-  while (std::getline(manifest, line)) {
+  while (std::getline(listing, line)) {
     if (line.rfind("file ", 0) != 0) continue;
     std::istringstream fields(line.substr(5));
     std::string fnv, sha, path;
@@ -133,60 +151,84 @@ TEST_CASE("matmul replay: the captures are the files MANIFEST lists, byte for by
     CHECK_MESSAGE(std::stoull(fnv, nullptr, 16) == hash, path);
     ++files;
   }
-  CHECK(files >= 100);
+  CHECK(files >= 150);
 }
 
-TEST_CASE("matmul replay: cuBLAS's bf16 and fp16 products, plain, split-K and with a bias, bit for bit") {
-  std::ifstream file(folder + "manifest.json");
-  REQUIRE(file);
-  const nlohmann::json manifest = nlohmann::json::parse(file);
-  const std::set<std::string> modelled = {"chain16", "splitk", "chain16_bias", "splitk_bias"};
-  replay_count count;
-  std::vector<std::string> not_modelled;
-  for (const nlohmann::json& c : manifest["cases"]) {
-    if (!modelled.count(c["rule"].get<std::string>())) {
-      not_modelled.push_back(c["name"]);
+TEST_CASE("matmul replay: cuBLAS's bf16 and fp16 products (matmul, linear, addmm; plain and split-K), bit for bit") {
+  std::size_t cases = 0, outputs = 0, mismatches = 0, split_cases = 0, one_chain_misses = 0;
+  std::size_t alpha_beta_cases = 0, other_alpha_beta_misses = 0;
+  std::string skipped;
+  const nlohmann::json captures = manifest();
+  for (const nlohmann::json& c : captures["cases"]) {
+    if (c["op"] == "scaled_mm") continue;
+    if (!modelled(c)) {
+      skipped += " " + c["name"].get<std::string>();
       continue;
     }
-    if (c["dtype"] == "bf16") replay<bf16>(c, count);
-    else if (c["dtype"] == "fp16") replay<fp16>(c, count);
-    else FAIL("unexpected dtype in ", c["name"].get<std::string>());
+    const matmul::gemm_description d = description_of(c);
+    const replayed r = replay_any(c, d);
+    CHECK_MESSAGE(r.mismatches == 0, c["name"].get<std::string>() << ": " << r.mismatches << " of " << r.outputs);
+    ++cases, outputs += r.outputs, mismatches += r.mismatches;
+    if (d.splits > 1) {  // the split-K rule is what makes these agree: one chain over K misses some
+      matmul::gemm_description one_chain = d;
+      one_chain.splits = 1;
+      ++split_cases;
+      one_chain_misses += replay_any(c, one_chain).mismatches > 0;
+    }
+    if (c["op"] == "addmm" && c["out_dtype"] == "fp32") {  // the other order of alpha and beta x C misses some
+      matmul::gemm_description other = d;
+      std::swap(other.epilogue.alpha_beta, other.epilogue.alpha_beta_split_k);
+      ++alpha_beta_cases;
+      other_alpha_beta_misses += replay_any(c, other).mismatches > 0;
+    }
   }
-  std::string skipped;
-  for (const std::string& name : not_modelled) skipped += " " + name;
-  MESSAGE(count.cases << " cases, " << count.outputs << " outputs compared, " << count.mismatches
-                      << " mismatches; not modelled yet:" << skipped);
-  MESSAGE("one chain over K instead of the splits misses outputs in " << count.split_cases_the_plain_chain_misses
-                                                                       << " of the " << count.split_cases
-                                                                       << " split-K cases");
-  CHECK(count.cases == 21);
-  CHECK(count.outputs == 16160);
-  CHECK(count.mismatches == 0);
-  CHECK(count.split_cases == 12);
+  MESSAGE(cases << " cases, " << outputs << " outputs compared, " << mismatches << " mismatches; one chain over K "
+                << "instead of the splits misses outputs in " << one_chain_misses << " of the " << split_cases
+                << " split-K cases; the other order of alpha and beta x C in " << other_alpha_beta_misses << " of "
+                << alpha_beta_cases << " fp32-output addmm cases; not modelled yet:" << skipped);
+  CHECK(cases == 29);
+  CHECK(outputs == 30240);
+  CHECK(mismatches == 0);
+  CHECK(split_cases == 16);
   // All but fp16_splitk_128x128x4096, whose kept outputs one chain over K happens to give too.
-  CHECK(count.split_cases_the_plain_chain_misses == 11);
+  CHECK(one_chain_misses == 15);
+  CHECK(alpha_beta_cases == 2);
+  CHECK(other_alpha_beta_misses == 2);
 }
 
-TEST_CASE("matmul replay: torch._scaled_mm's fp8 products, fast accumulation and promotion, bit for bit") {
-  std::ifstream file(folder + "manifest.json");
-  REQUIRE(file);
-  const nlohmann::json manifest = nlohmann::json::parse(file);
-  replay_count count;
-  for (const nlohmann::json& c : manifest["cases"]) {
+TEST_CASE("matmul replay: torch._scaled_mm's fp8 products (tensor, row and block scales), bit for bit") {
+  std::size_t cases = 0, outputs = 0, mismatches = 0, other_accumulation = 0, unrounded = 0, other_block_rule = 0;
+  // The fp8 unit without its rounding of each step to E8M13.
+  tensor_core_instruction unrounded_unit = find_tensor_core_unit("sm90_fp8");
+  unrounded_unit.unit.rounds_to_e8m13 = false;
+  const nlohmann::json captures = manifest();
+  for (const nlohmann::json& c : captures["cases"]) {
     if (c["op"] != "scaled_mm") continue;
-    const bool e5m2_a = c["a_type"] == "e5m2", fp32_out = c["out"] == "fp32";
-    REQUIRE(c["b_type"] == "e4m3");
-    if (e5m2_a && fp32_out) replay_scaled<fp32, e5m2, e4m3>(c, count);
-    else if (e5m2_a) replay_scaled<bf16, e5m2, e4m3>(c, count);
-    else if (fp32_out) replay_scaled<fp32, e4m3, e4m3>(c, count);
-    else replay_scaled<bf16, e4m3, e4m3>(c, count);
+    const matmul::gemm_description d = description_of(c);
+    const replayed r = replay_any(c, d);
+    CHECK_MESSAGE(r.mismatches == 0, c["name"].get<std::string>() << ": " << r.mismatches << " of " << r.outputs);
+    ++cases, outputs += r.outputs, mismatches += r.mismatches;
+    // Each part of the rule decides bits.
+    const bool blocks = c["scale_a"].is_string() && c["scale_a"] == "block1x128";
+    matmul::gemm_description variant = d;
+    if (blocks) {
+      std::swap(variant.epilogue.blocks_128x128, variant.epilogue.blocks_1x128);
+      other_block_rule += replay_any(c, variant).mismatches > 0;
+    } else {
+      variant.promotion_k = d.promotion_k == 0 ? 128 : 0;
+      other_accumulation += replay_any(c, variant).mismatches > 0;
+    }
+    variant = d;
+    variant.tensor_core = &unrounded_unit;
+    unrounded += replay_any(c, variant).mismatches > 0;
   }
-  MESSAGE(count.cases << " fp8 cases, " << count.outputs << " outputs compared, " << count.mismatches
-                      << " mismatches; the other accumulation misses outputs in " << count.other_accumulation_misses
-                      << " cases, steps not rounded to E8M13 in " << count.unrounded_steps_miss);
-  CHECK(count.cases == 14);
-  CHECK(count.outputs == 124416);
-  CHECK(count.mismatches == 0);
-  CHECK(count.other_accumulation_misses == 14);
-  CHECK(count.unrounded_steps_miss == 12);
+  MESSAGE(cases << " fp8 cases, " << outputs << " outputs compared, " << mismatches << " mismatches; the other "
+                << "accumulation misses outputs in " << other_accumulation << " cases, the other block rule in "
+                << other_block_rule << ", steps not rounded to E8M13 in " << unrounded);
+  CHECK(cases == 26);
+  CHECK(outputs == 325440);
+  CHECK(mismatches == 0);
+  CHECK(other_block_rule == 4);
+  CHECK(other_accumulation == 22);
+  CHECK(unrounded == 22);
 }

@@ -141,6 +141,44 @@ case("fp8_e4m3_bf16_rowwise_fast_128x256x1024", "scaled_mm", 128, 256, 1024, "fp
      a_type="e4m3", b_type="e4m3", out="bf16", fast_accum=True, scale_a="rowwise", scale_b="rowwise")
 case("fp8_e4m3_bf16_rowwise_default_128x256x1024", "scaled_mm", 128, 256, 1024, "fp8_mixed",
      a_type="e4m3", b_type="e4m3", out="bf16", fast_accum=False, scale_a="rowwise", scale_b="rowwise")
+# Second capture (appended, so the cases above keep their seeds): the epilogue's alpha and beta x C
+# (torch.addmm), the missing fp8 pairing, fp16 out, fp8 at long K, DeepSeek-style block scales,
+# and fp32 products on the tf32 tensor core (allow_tf32).
+case("bf16_addmm_256x256x1024", "addmm", 256, 256, 1024, "mixed", dtype="bf16", alpha=2.0, beta=0.5)
+case("bf16_addmm_128x128x4096_splitk", "addmm", 128, 128, 4096, "normal", dtype="bf16", alpha=1.0, beta=1.0)
+case("bf16_addmm_128x128x4096_splitk_scaled", "addmm", 128, 128, 4096, "positive", dtype="bf16",
+     alpha=-1.25, beta=0.75)
+case("fp16_addmm_256x256x1024", "addmm", 256, 256, 1024, "mixed", dtype="fp16", alpha=3.0, beta=0.5)
+case("bf16_addmm_128x96x640_beta0", "addmm", 128, 96, 640, "normal", dtype="bf16", alpha=0.7, beta=0.0)
+for fast in (True, False):
+    tag = "fast" if fast else "default"
+    case(f"fp8_e4m3xe5m2_bf16_{tag}_128x128x1024", "scaled_mm", 128, 128, 1024, "fp8_mixed",
+         a_type="e4m3", b_type="e5m2", out="bf16", fast_accum=fast, scale_a=0.5, scale_b=1.1)
+    case(f"fp8_e4m3_fp16_{tag}_128x128x1024", "scaled_mm", 128, 128, 1024, "fp8_mixed",
+         a_type="e4m3", b_type="e4m3", out="fp16", fast_accum=fast, scale_a=0.25, scale_b=0.5)
+    case(f"fp8_e4m3_bf16_{tag}_64x64x16384", "scaled_mm", 64, 64, 16384, "fp8_normal",
+         a_type="e4m3", b_type="e4m3", out="bf16", fast_accum=fast, scale_a=0.0625, scale_b=0.125)
+case("fp8_e4m3_bf16_block1x128x128x128_256x256x1024", "scaled_mm", 256, 256, 1024, "fp8_mixed",
+     a_type="e4m3", b_type="e4m3", out="bf16", fast_accum=False, scale_a="block1x128", scale_b="block128x128")
+case("fp8_e4m3_bf16_block1x128x1x128_256x256x1024", "scaled_mm", 256, 256, 1024, "fp8_mixed",
+     a_type="e4m3", b_type="e4m3", out="bf16", fast_accum=False, scale_a="block1x128", scale_b="block1x128")
+case("fp32_tf32_256x256x1024", "matmul", 256, 256, 1024, "mixed", dtype="fp32", tf32=True)
+# Third capture: fp32 outputs, which keep what a bf16 output rounds away, to tell apart the orders
+# of alpha and beta x C, of the block scales, and of the fp8 split-K scaling.
+case("bf16_mm_fp32out_128x128x4096_splitk", "matmul", 128, 128, 4096, "normal", dtype="bf16", out_dtype="fp32")
+case("bf16_addmm_fp32out_256x256x1024", "addmm", 256, 256, 1024, "mixed", dtype="bf16", out_dtype="fp32",
+     alpha=0.7, beta=1.3)
+case("bf16_addmm_fp32out_128x128x4096_splitk", "addmm", 128, 128, 4096, "normal", dtype="bf16", out_dtype="fp32",
+     alpha=0.7, beta=1.3)
+for fast in (True, False):
+    tag = "fast" if fast else "default"
+    case(f"fp8_e4m3_fp32_{tag}_64x64x16384_splitk", "scaled_mm", 64, 64, 16384, "fp8_normal",
+         a_type="e4m3", b_type="e4m3", out="fp32", fast_accum=fast, scale_a=0.3, scale_b=1.7)
+case("fp8_e4m3_fp32_block1x128x128x128_256x256x2048", "scaled_mm", 256, 256, 2048, "fp8_mixed",
+     a_type="e4m3", b_type="e4m3", out="fp32", fast_accum=False, scale_a="block1x128", scale_b="block128x128")
+case("fp8_e4m3_fp32_block1x128x1x128_256x256x2048", "scaled_mm", 256, 256, 2048, "fp8_mixed",
+     a_type="e4m3", b_type="e4m3", out="fp32", fast_accum=False, scale_a="block1x128", scale_b="block1x128")
+case("fp32_tf32_128x128x4096", "matmul", 128, 128, 4096, "normal", dtype="fp32", tf32=True)
 
 TYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
          "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
@@ -151,14 +189,24 @@ def build(c):
     rng = np.random.default_rng(c["seed"])
     m, n, k = c["M"], c["N"], c["K"]
     saved = {}
-    if c["op"] in ("matmul", "linear"):
+    if c["op"] in ("matmul", "linear", "addmm"):
         dtype = TYPES[c["dtype"]]
         a = from_float32(draw(rng, (m, k), c["dist"]), dtype)
         b = from_float32(draw(rng, (k, n), c["dist"]), dtype)
         saved["a"], saved["b"] = a, b
         ga, gb = a.cuda(), b.cuda()
+        out_dtype = TYPES[c["out_dtype"]] if "out_dtype" in c else None
         if c["op"] == "matmul":
+            if out_dtype is not None:  # torch.mm's out_dtype: bf16 inputs, an fp32 output
+                return saved, lambda: torch.mm(ga, gb, out_dtype=out_dtype)
             return saved, lambda: torch.matmul(ga, gb)
+        if c["op"] == "addmm":
+            cm = from_float32(draw(rng, (m, n), c["dist"]), out_dtype or dtype)
+            saved["c"] = cm
+            gc, alpha, beta = cm.cuda(), c["alpha"], c["beta"]
+            if out_dtype is not None:
+                return saved, lambda: torch.addmm(gc, ga, gb, out_dtype=out_dtype, beta=beta, alpha=alpha)
+            return saved, lambda: torch.addmm(gc, ga, gb, beta=beta, alpha=alpha)
         bias = from_float32(draw(rng, (n,), "normal"), dtype)
         saved["bias"] = bias
         w, gbias = gb.t().contiguous(), bias.cuda()
@@ -170,6 +218,30 @@ def build(c):
     if c["scale_a"] == "rowwise":
         sa = torch.from_numpy((0.5 + rng.random((m, 1))).astype(np.float32))
         sb = torch.from_numpy((0.5 + rng.random((1, n))).astype(np.float32))
+    elif c["scale_a"] == "block1x128":
+        # Saved as plain row-major arrays: scale_a [M, K/128], scale_b [K/128, N/128] (128 x 128
+        # blocks of B) or [K/128, N] (1 x 128 blocks along K of each column of B); passed to
+        # PyTorch in the strides ScaledBlas.cpp asks for (outer dimension major).
+        sa = torch.from_numpy((0.5 + rng.random((m, k // 128))).astype(np.float32))
+        shape_b = (k // 128, n // 128) if c["scale_b"] == "block128x128" else (k // 128, n)
+        sb = torch.from_numpy((0.5 + rng.random(shape_b)).astype(np.float32))
+        saved["scale_a"], saved["scale_b"] = sa, sb
+        ga, gb = a.cuda(), bt.cuda().t()
+        gsa = sa.cuda().t().contiguous().t()  # [M, K/128], stride (1, M)
+        # b.t() is [N, K]; its scales, transposed, must be [N/128, K/128] row-major (128 x 128) or
+        # [N, K/128] with stride (1, N) (1 x 128): so [K/128, N/128] column-major, or [K/128, N] row-major.
+        gsb = sb.cuda().t().contiguous().t() if c["scale_b"] == "block128x128" else sb.cuda().contiguous()
+        def blockwise():
+            try:
+                return torch._scaled_mm(ga, gb, scale_a=gsa, scale_b=gsb, out_dtype=out, use_fast_accum=False)
+            except Exception as first:  # noqa: BLE001
+                if not hasattr(F, "scaled_mm"):
+                    raise
+                print(f"{c['name']}: torch._scaled_mm refused ({first!r}); trying F.scaled_mm", flush=True)
+                kinds = F.ScalingType
+                kind_b = kinds.BlockWise128x128 if c["scale_b"] == "block128x128" else kinds.BlockWise1x128
+                return F.scaled_mm(ga, gb, gsa, kinds.BlockWise1x128, gsb, kind_b, output_dtype=out)
+        return saved, blockwise
     else:
         sa, sb = torch.tensor(c["scale_a"], dtype=torch.float32), torch.tensor(c["scale_b"], dtype=torch.float32)
     saved["scale_a"], saved["scale_b"] = sa, sb
@@ -186,6 +258,7 @@ def kernels_of(prof_trace):
 
 def run_case(c):
     saved, call = build(c)
+    torch.backends.cuda.matmul.allow_tf32 = bool(c.get("tf32", False))
     flag_b = torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction
     flag_h = torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
     if "reduced_precision_reduction" in c:
@@ -323,14 +396,22 @@ def pack(limit=15 << 20):
 def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     entries = []
+    # MATMUL_CASES=prefix,prefix runs only the cases whose names start so (a later capture's
+    # additions); MATMUL_SURVEY=0 leaves out the survey of kernel choices.
+    only = [p for p in os.environ.get("MATMUL_CASES", "").split(",") if p]
+    if hasattr(F, "scaled_mm"):
+        import inspect
+        print(f"F.scaled_mm{inspect.signature(F.scaled_mm)}", flush=True)
     for c in CASES:
+        if only and not any(c["name"].startswith(p) for p in only):
+            continue
         try:
             entries.append(run_case(c))
         except Exception as e:  # noqa: BLE001
             print(f"{c['name']}: FAILED {e!r}", flush=True)
             entries.append(dict(c, error=repr(e)))
     try:
-        rows = survey()
+        rows = survey() if os.environ.get("MATMUL_SURVEY", "1") != "0" else []
     except Exception as e:  # noqa: BLE001
         print(f"survey: FAILED {e!r}", flush=True)
         rows = [{"error": repr(e)}]

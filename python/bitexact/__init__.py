@@ -521,48 +521,90 @@ def wgmma(a, b, c=None, *, input_format="bf16", acc_format="fp32"):
     return d.reshape(64, n)
 
 
-def matmul(a, b, *, bias=None, splits=1, format="bf16", threads=0):
-    """D = A B (+ bias) as cuBLAS's sm_90 kernels compute it under torch.matmul and F.linear
-    (PyTorch 2.11, cuBLAS 13.1), bit for bit: A [M, K], B [K, N] and bias [N] of bf16 or fp16
-    bits (or torch / ml_dtypes arrays of that format); D [M, N] in the same format.
+def matmul(a, b, *, preset=None, kernel=None, splits=None, bias=None, c=None, alpha=1.0, beta=None, format="bf16",
+           out_format=None, threads=0):
+    """D = A B as a GPU kernel computes it, bit for bit: A [M, K], B [K, N] of bf16 or fp16 bits (or torch /
+    ml_dtypes arrays of that format); D [M, N] in the same format, or fp32 with out_format="fp32" (torch.mm
+    and torch.addmm's out_dtype=torch.float32). Default kernel: cuBLAS's sm_90 kernels
+    as torch.matmul, F.linear and torch.addmm run them (preset "cublas_sm90"; list_matmul_kernels() names
+    the presets; kernel= takes a description as a dict or a .json path, matmul_kernel_description(name)
+    gives one to change).
 
-    Each output is the tensor core's chain of 16-product fused steps over K into fp32. splits:
-    cuBLAS's split-K count (numSplitsK in its CUBLASLT_LOG_LEVEL=5 log): K cut into that many
-    splits of ceil(K / splits) rounded up to the 64-wide K tile, their fp32 partials added in
-    split order. The bias (F.linear's; its B is the weight transposed) is added in fp32 before
-    the one rounding to the output. threads: 0 for every core (the bits do not depend on it).
-    docs/matmul.md has the evidence; fp8 products (torch._scaled_mm) are scaled_matmul's."""
+    Each output is the tensor core's chain of fused steps over K into fp32. splits: the split-K count
+    (cuBLAS's numSplitsK in its CUBLASLT_LOG_LEVEL=5 log; default the description's, 1): K cut into that many
+    parts of ceil(K / splits) rounded up to the kernel's K tile, their fp32 sums added in split order.
+    bias [N] (F.linear's; its B is the weight transposed) is added in fp32; c [M, N] with alpha and beta is
+    torch.addmm's alpha and beta x C in fp32 (the description's alpha_beta rules); then one rounding to the output. threads: 0 for every
+    core (the bits do not depend on it). docs/matmul.md has the evidence; fp8 products are scaled_matmul's."""
     a, b, m, n, k = _mma_operands(a, b, format, "matmul")
-    if bias is not None:
-        bias = as_bits(bias, format, "bias")
-        if bias.shape != (n,):
-            raise ValueError(f"matmul: bias has shape {bias.shape}; expected ({n},), one value a column of b")
-        bias = np.ascontiguousarray(bias)
-    d = _bitexact._matmul(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1), bias, m, n, k,
-                          format, splits, threads)
-    return d.reshape(m, n)
+    out_format = format if out_format is None else out_format
+    return _gemm(a, b, m, n, k, format, format, out_format, preset, kernel, "cublas_sm90", splits, None, None, alpha,
+                 beta, c, bias, threads)
 
 
-def scaled_matmul(a, b, scale_a, scale_b, *, a_format="e4m3", b_format=None, out_format="bf16", fast_accum=False,
-                  threads=0):
-    """torch._scaled_mm's D = (A B) * scale_a * scale_b as cuBLAS's sm_90 fp8 kernels compute it, bit for bit:
-    A [M, K] and B [K, N] of e4m3 or e5m2 bits (uint8, or torch / ml_dtypes fp8 arrays; B as b.t() of the
-    column-major operand torch takes), scale_a one value or M (row-wise), scale_b one or N, float32.
+def scaled_matmul(a, b, scale_a, scale_b, *, a_format="e4m3", b_format=None, out_format="bf16", preset=None,
+                  kernel=None, splits=None, threads=0):
+    """torch._scaled_mm's D = (A B) x scales as cuBLAS's sm_90 fp8 kernels compute it, bit for bit: A [M, K] and
+    B [K, N] of e4m3 or e5m2 bits (uint8, or torch / ml_dtypes fp8 arrays; B as b.t() of the column-major
+    operand torch takes). Scales, float32: one value (per tensor); scale_a [M] or [M, 1] (per row), scale_b [N]
+    or [1, N] (per column); or DeepSeek-style blocks: scale_a [M, ceil(K/128)] (1 x 128) with scale_b
+    [ceil(K/128), ceil(N/128)] (128 x 128) or [ceil(K/128), N] (1 x 128).
 
-    Each output is the fp8 tensor core's chain of 32-product steps (a 13-bit window, each step's sum rounded
-    toward zero to 13 fraction bits): over all of K with fast_accum=True (use_fast_accum), else over each
-    128 of K, each added into an fp32 accumulator. Then the sum times fl32(scale_a * scale_b) in fp32, and
-    one rounding to out_format (bf16 or fp32). Returns D's bits [M, N]. docs/matmul.md has the evidence."""
+    preset "cublas_sm90_fp8" (the default, torch's use_fast_accum=False): the fp8 tensor core's chains of
+    32-product steps (a 13-bit window, each step rounded toward zero to E8M13) over each 128 of K, added into
+    fp32 (block scales enter there); "cublas_sm90_fp8_fast_accum" (use_fast_accum=True): one chain over K. Then
+    the sum times fl32(scale_a * scale_b) in fp32 (tensor and row scales) and one rounding to out_format (bf16,
+    fp16 or fp32). Returns D's bits [M, N]. docs/matmul.md has the evidence and the rules."""
     b_format = a_format if b_format is None else b_format
     a = _matrix(a, a_format, "a")
     b = _matrix(b, b_format, "b")
     m, k = a.shape
     if b.shape[0] != k:
         raise ValueError(f"scaled_matmul: a is {a.shape} and b is {b.shape}; b needs {k} rows")
-    scales = [np.ascontiguousarray(np.asarray(x, np.float32).reshape(-1)) for x in (scale_a, scale_b)]
-    d = _bitexact._scaled_matmul(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1), *scales,
-                                 m, b.shape[1], k, a_format, b_format, out_format, fast_accum, threads)
-    return d.reshape(m, b.shape[1])
+    return _gemm(a, b, m, b.shape[1], k, a_format, b_format, out_format, preset, kernel, "cublas_sm90_fp8", splits,
+                 scale_a, scale_b, 1.0, None, None, None, threads)
+
+
+def _gemm(a, b, m, n, k, a_format, b_format, out_format, preset, kernel, default, splits, scale_a, scale_b, alpha,
+          beta, c, bias, threads):
+    if preset is not None and kernel is not None:
+        raise ValueError("matmul: preset= and kernel= both name the kernel; give one")
+    if kernel is not None:
+        kernel_text = _kernel_text(kernel)
+    else:
+        kernel_text = default if preset is None else str(preset)
+    if bias is not None:
+        bias = np.ascontiguousarray(as_bits(bias, out_format, "bias"))
+        if bias.shape != (n,):
+            raise ValueError(f"matmul: bias has shape {bias.shape}; expected ({n},), one value a column of b")
+    if c is not None:
+        c = np.ascontiguousarray(as_bits(c, out_format, "c"))
+        if c.shape != (m, n):
+            raise ValueError(f"matmul: c has shape {c.shape}; expected ({m}, {n})")
+        c = c.reshape(-1)
+        beta = 1.0 if beta is None else beta
+    elif beta is not None:
+        raise ValueError("matmul: beta multiplies c; give c=")
+    scales = []
+    for x in (scale_a, scale_b):
+        array = None if x is None else np.asarray(x, np.float32)
+        scales += [None if array is None else np.ascontiguousarray(array.reshape(-1)),
+                   [] if array is None else list(array.shape)]
+    d = _bitexact._gemm(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1), m, n, k, a_format,
+                        b_format, out_format, kernel_text, 0 if splits is None else splits, *scales, float(alpha),
+                        0.0 if beta is None else float(beta), c, bias, threads)
+    return d.reshape(m, n)
+
+
+def list_matmul_kernels():
+    """Every matrix-product preset as (name, one-line summary) (`bitexact matmul --list-kernels`)."""
+    return list(_bitexact._gemm_presets())
+
+
+def matmul_kernel_description(name):
+    """A matrix-product preset's description as a dict, the JSON object matmul(kernel=...) takes
+    (`bitexact matmul --print-kernel NAME`; docs/matmul.md lists the fields)."""
+    return json.loads(_bitexact._gemm_preset_json(name))
 
 
 def _mufu(function, x, ftz):

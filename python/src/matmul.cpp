@@ -1,105 +1,117 @@
-// cuBLAS's matrix products over arrays (matmul/gemm.hpp), for bitexact.matmul.
-#include <cmath>
+// The GEMM emulator over arrays (matmul/gemm.hpp) for bitexact.matmul and
+// bitexact.scaled_matmul: the kernel is a preset's name or a description's
+// JSON; the library checks the call.
 #include <cstddef>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include <bitexact/core/dispatch.hpp>
+#include <bitexact/matmul/description_json.hpp>
 #include <bitexact/matmul/gemm.hpp>
-#include <bitexact/matmul/scaled.hpp>
+#include <bitexact/matmul/kernels.hpp>
 
 #include "binding.hpp"
 
 namespace bitexact::python {
 namespace {
 
-template <format F>
-py::array product(const py::array& a, const py::array& b, const std::optional<py::array>& bias, std::size_t m,
-                   std::size_t n, std::size_t k, int splits, unsigned threads) {
-  const std::span<const value<F>> av(values_of<F>(a, "a", m * k), m * k), bv(values_of<F>(b, "b", k * n), k * n);
-  const std::span<const value<F>> biases =
-      bias ? std::span<const value<F>>(values_of<F>(*bias, "bias", n), n) : std::span<const value<F>>{};
-  std::vector<value<F>> d;
-  {
-    py::gil_scoped_release unlocked;
-    d = matmul::gemm<F, F>({sm90_tensor_core, splits, 64}, {m, n, k}, av, bv, biases, threads);
-  }
-  auto out = new_values<F>(d.size());
-  std::copy(d.begin(), d.end(), writable_values_of<F>(out));
-  return py::array(out);
-}
+struct gemm_arguments {
+  std::size_t m, n, k;
+  std::optional<py::array> scale_a, scale_b, c, bias;
+  std::vector<std::size_t> scale_a_shape, scale_b_shape;
+  float alpha, beta;
+  unsigned threads;
+};
 
-// D = A B (+ bias) for flat a [m][k] and b [k][n] of bf16 or fp16 bits.
-py::array matmul_call(const py::array& a, const py::array& b, const std::optional<py::array>& bias, std::size_t m,
-                      std::size_t n, std::size_t k, std::string_view format_name, int splits, unsigned threads) {
-  if (splits < 1 || splits > 256) throw std::invalid_argument("splits must be from 1 to 256, not " + std::to_string(splits));
-  const format f = format_named(format_name);
-  if (f == bf16) return product<bf16>(a, b, bias, m, n, k, splits, threads);
-  if (f == fp16) return product<fp16>(a, b, bias, m, n, k, splits, threads);
-  throw std::invalid_argument("matmul models cuBLAS's bf16 and fp16 products; not " + std::string(name_of(f)) +
-                              " (fp8's torch._scaled_mm is not modelled yet)");
-}
-
-template <format Out, format InA, format InB>
-py::array scaled_product(const py::array& a, const py::array& b, const py::array& scale_a, const py::array& scale_b,
-                         std::size_t m, std::size_t n, std::size_t k, bool fast_accum, unsigned threads) {
-  const std::span<const value<InA>> av(values_of<InA>(a, "a", m * k), m * k);
-  const std::span<const value<InB>> bv(values_of<InB>(b, "b", k * n), k * n);
-  const auto scales = [](const py::array& x, const char* what, std::size_t count) {
-    const std::size_t size = static_cast<std::size_t>(x.size());
-    if (size != 1 && size != count)
-      throw std::invalid_argument(std::string(what) + " has " + std::to_string(size) + " values; expected 1 or " +
-                                  std::to_string(count));
-    const std::span<const float32> values(values_of<fp32>(x, what, size), size);
-    for (const float32 v : values)
-      if (!std::isfinite(to_host(v))) throw std::invalid_argument(std::string(what) + " holds a value that is not finite");
-    return values;
+template <format InA, format InB, format Out>
+py::array product(const matmul::gemm_description& d, const py::array& a, const py::array& b, const gemm_arguments& g) {
+  matmul::gemm_call<InA, InB, Out> call;
+  call.shape = {g.m, g.n, g.k};
+  call.a = {values_of<InA>(a, "a", g.m * g.k), g.m * g.k};
+  call.b = {values_of<InB>(b, "b", g.k * g.n), g.k * g.n};
+  if (g.c) call.c = {values_of<Out>(*g.c, "c", g.m * g.n), g.m * g.n};
+  if (g.bias) call.bias = {values_of<Out>(*g.bias, "bias", g.n), g.n};
+  const auto scales = [&](const std::optional<py::array>& x, const std::vector<std::size_t>& shape, bool of_a,
+                          matmul::scale_layout& layout, std::span<const float32>& values) {
+    if (!x) return;
+    layout = matmul::scale_layout_of(shape, of_a, call.shape);
+    if (layout == matmul::scale_layout::none)
+      throw std::invalid_argument(std::string(of_a ? "scale_a" : "scale_b") + " has the wrong shape; expected " +
+                                  matmul::scale_shapes(of_a, call.shape));
+    const std::size_t size = static_cast<std::size_t>(x->size());
+    values = {values_of<fp32>(*x, of_a ? "scale_a" : "scale_b", size), size};
   };
-  const std::span<const float32> sa = scales(scale_a, "scale_a", m), sb = scales(scale_b, "scale_b", n);
-  matmul::scaled_gemm_kernel kernel;
-  kernel.promotion_k = fast_accum ? 0 : 128;
-  std::vector<value<Out>> d;
+  scales(g.scale_a, g.scale_a_shape, true, call.a_scales, call.scale_a);
+  scales(g.scale_b, g.scale_b_shape, false, call.b_scales, call.scale_b);
+  call.alpha = from_host(g.alpha), call.beta = from_host(g.beta);
+  call.threads = g.threads;
+  matmul::check_call(d, call);
+  std::vector<value<Out>> out;
   {
     py::gil_scoped_release unlocked;
-    d = matmul::scaled_gemm<Out, InA, InB>(kernel, {m, n, k}, av, bv, sa, sb, threads);
+    out = matmul::gemm(d, call);
   }
-  auto out = new_values<Out>(d.size());
-  std::copy(d.begin(), d.end(), writable_values_of<Out>(out));
-  return py::array(out);
+  auto result = new_values<Out>(out.size());
+  std::copy(out.begin(), out.end(), writable_values_of<Out>(result));
+  return py::array(result);
 }
 
-// torch._scaled_mm's D = (A B) * scale_a * scale_b for flat fp8 a [m][k] and b [k][n].
-py::array scaled_matmul_call(const py::array& a, const py::array& b, const py::array& scale_a, const py::array& scale_b,
-                             std::size_t m, std::size_t n, std::size_t k, std::string_view a_format,
-                             std::string_view b_format, std::string_view out_format, bool fast_accum,
-                             unsigned threads) {
-  const format fa = format_named(a_format), fb = format_named(b_format), out = format_named(out_format);
+// D for flat a [m][k] and b [k][n]; kernel a preset's name or a description's
+// JSON (starting with '{'); splits 0 for the description's.
+py::array gemm_call(const py::array& a, const py::array& b, std::size_t m, std::size_t n, std::size_t k,
+                    std::string_view a_format, std::string_view b_format, std::string_view out_format,
+                    std::string_view kernel, int splits, std::optional<py::array> scale_a,
+                    std::vector<std::size_t> scale_a_shape, std::optional<py::array> scale_b,
+                    std::vector<std::size_t> scale_b_shape, float alpha, float beta, std::optional<py::array> c,
+                    std::optional<py::array> bias, unsigned threads) {
+  matmul::gemm_description d = !kernel.empty() && kernel.front() == '{' ? matmul::gemm_from_json(kernel)
+                                                                         : matmul::find_gemm_preset(kernel);
+  if (splits != 0) {
+    if (splits < 1 || splits > 256) throw std::invalid_argument("splits must be from 1 to 256, not " + std::to_string(splits));
+    d.splits = splits;
+  }
+  const format fa = format_named(a_format), fb = format_named(b_format), fo = format_named(out_format);
+  const gemm_arguments g{m, n, k, std::move(scale_a), std::move(scale_b), std::move(c), std::move(bias),
+                         std::move(scale_a_shape), std::move(scale_b_shape), alpha, beta, threads};
   const auto fp8 = [](format f) { return f == e4m3 || f == e5m2; };
-  if (!fp8(fa) || !fp8(fb))
-    throw std::invalid_argument("scaled_matmul takes e4m3 or e5m2 inputs, not " + std::string(name_of(fa)) + " and " +
-                                std::string(name_of(fb)));
-  if (out != bf16 && out != fp32)
-    throw std::invalid_argument("scaled_matmul writes bf16 or fp32, not " + std::string(name_of(out)));
-  const auto with_b = [&](auto out_tag, auto a_tag) {
-    constexpr format Out = decltype(out_tag)::fmt, InA = decltype(a_tag)::fmt;
-    return fb == e4m3 ? scaled_product<Out, InA, e4m3>(a, b, scale_a, scale_b, m, n, k, fast_accum, threads)
-                      : scaled_product<Out, InA, e5m2>(a, b, scale_a, scale_b, m, n, k, fast_accum, threads);
-  };
-  const auto with_a = [&](auto out_tag) {
-    return fa == e4m3 ? with_b(out_tag, format_tag<e4m3>{}) : with_b(out_tag, format_tag<e5m2>{});
-  };
-  return out == fp32 ? with_a(format_tag<fp32>{}) : with_a(format_tag<bf16>{});
+  const bool half = (fa == bf16 || fa == fp16) && fb == fa && (fo == fa || fo == fp32);
+  if (!half && !(fp8(fa) && fp8(fb) && (fo == bf16 || fo == fp16 || fo == fp32)))
+    throw std::invalid_argument("matmul takes bf16 or fp16 inputs into the same format or fp32, or e4m3/e5m2 inputs into bf16, "
+                                "fp16 or fp32; not " + std::string(name_of(fa)) + " x " + std::string(name_of(fb)) +
+                                " into " + std::string(name_of(fo)));
+  return visit_format(fa, [&](auto ta) {
+    return visit_format(fb, [&](auto tb) {
+      return visit_format(fo, [&](auto to) -> py::array {
+        constexpr format A = decltype(ta)::fmt, B = decltype(tb)::fmt, O = decltype(to)::fmt;
+        if constexpr ((A == bf16 || A == fp16 || A == e4m3 || A == e5m2) && (B == bf16 || B == fp16 || B == e4m3 || B == e5m2) &&
+                      (O == bf16 || O == fp16 || O == fp32))
+          return product<A, B, O>(d, a, b, g);
+        throw std::invalid_argument("matmul: unexpected formats");
+      });
+    });
+  });
 }
+
+py::list gemm_presets() {
+  py::list names;
+  for (const matmul::gemm_description& d : matmul::gemm_presets()) names.append(py::make_tuple(d.name, d.summary));
+  return names;
+}
+
+std::string gemm_preset_json(std::string_view name) { return matmul::gemm_to_json(matmul::find_gemm_preset(name)).dump(2); }
 
 }  // namespace
 
 void register_matmul(py::module_& m) {
-  m.def("_matmul", &matmul_call, py::arg("a"), py::arg("b"), py::arg("bias"), py::arg("m"), py::arg("n"), py::arg("k"),
-        py::arg("format"), py::arg("splits"), py::arg("threads"));
-  m.def("_scaled_matmul", &scaled_matmul_call, py::arg("a"), py::arg("b"), py::arg("scale_a"), py::arg("scale_b"),
-        py::arg("m"), py::arg("n"), py::arg("k"), py::arg("a_format"), py::arg("b_format"), py::arg("out_format"),
-        py::arg("fast_accum"), py::arg("threads"));
+  m.def("_gemm", &gemm_call, py::arg("a"), py::arg("b"), py::arg("m"), py::arg("n"), py::arg("k"), py::arg("a_format"),
+        py::arg("b_format"), py::arg("out_format"), py::arg("kernel"), py::arg("splits"), py::arg("scale_a"),
+        py::arg("scale_a_shape"), py::arg("scale_b"), py::arg("scale_b_shape"), py::arg("alpha"), py::arg("beta"),
+        py::arg("c"), py::arg("bias"), py::arg("threads"));
+  m.def("_gemm_presets", &gemm_presets);
+  m.def("_gemm_preset_json", &gemm_preset_json, py::arg("name"));
 }
 
 }  // namespace bitexact::python

@@ -1,5 +1,6 @@
-"""bitexact.matmul against cuBLAS's products captured on an H200 (tests/data/matmul; provenance in
-tests/data/README.md): torch.matmul and F.linear, bf16 and fp16, plain and split-K."""
+"""bitexact.matmul and scaled_matmul against cuBLAS's products captured on an H200 (tests/data/matmul;
+provenance in tests/data/README.md): torch.matmul, F.linear and torch.addmm on bf16 and fp16, plain and
+split-K; torch._scaled_mm on fp8 with tensor, row and block scales."""
 import json
 
 import numpy as np
@@ -8,23 +9,33 @@ import pytest
 import bitexact
 
 
-def cases(data_dir):
-    manifest = json.loads((data_dir / "matmul" / "manifest.json").read_text())
-    return [c for c in manifest["cases"] if c["rule"] in ("chain16", "splitk", "chain16_bias", "splitk_bias")]
+def captures(data_dir):
+    return json.loads((data_dir / "matmul" / "manifest.json").read_text())["cases"]
+
+
+def splits_of(case):
+    return int(case["algorithm"]["numSplitsK"]) if "splitK" in case["kernels"][0][0] else None
 
 
 def test_matmul_replays_cublas(data_dir, compared):
     replayed = 0
-    for case in cases(data_dir):
+    for case in captures(data_dir):
+        if case["op"] == "scaled_mm" or not case["kernels"][0][0].startswith("nvjet_sm90"):
+            continue
         folder = data_dir / "matmul" / case["name"]
         a, b, d = (np.load(folder / f"{x}.npy") for x in "abd")
-        bias = np.load(folder / "bias.npy") if "bias" in case["rule"] else None
-        splits = int(case["algorithm"]["numSplitsK"]) if case["rule"].startswith("splitk") else 1
-        model = bitexact.matmul(a, b, bias=bias, splits=splits, format=case["dtype"])
-        np.testing.assert_array_equal(model, d, err_msg=case["name"])
+        extra = {}
+        if case["op"] == "linear":
+            extra["bias"] = np.load(folder / "bias.npy")
+        if case["op"] == "addmm":
+            extra.update(c=np.load(folder / "c.npy"), alpha=case["alpha"], beta=case["beta"])
+        if case["out_dtype"] != case["dtype"]:
+            extra["out_format"] = case["out_dtype"]
+        model = bitexact.matmul(a, b, splits=splits_of(case), format=case["dtype"], **extra)
+        np.testing.assert_array_equal(model, d.view(model.dtype), err_msg=case["name"])
         compared(d.size)
         replayed += 1
-    assert replayed == 21
+    assert replayed == 29
 
 
 def test_matmul_threads_do_not_change_the_bits():
@@ -35,39 +46,58 @@ def test_matmul_threads_do_not_change_the_bits():
     assert (one == bitexact.matmul(a, b, splits=3, threads=5)).all()
 
 
+def test_matmul_kernel_descriptions():
+    names = [name for name, _summary in bitexact.list_matmul_kernels()]
+    assert names[:3] == ["cublas_sm90", "cublas_sm90_fp8", "cublas_sm90_fp8_fast_accum"]
+    d = bitexact.matmul_kernel_description("cublas_sm90")
+    rng = np.random.default_rng(7)
+    a, b = (bitexact.from_float32(rng.standard_normal(shape).astype(np.float32), "bf16") for shape in ((8, 2048), (2048, 8)))
+    d["splits"] = 4
+    assert (bitexact.matmul(a, b, kernel=d) == bitexact.matmul(a, b, splits=4)).all()
+    d["promotion"] = 128
+    with pytest.raises(ValueError, match="field 'promotion': unknown field"):
+        bitexact.matmul(a, b, kernel=d)
+    with pytest.raises(ValueError, match="preset= and kernel= both name the kernel"):
+        bitexact.matmul(a, b, preset="cublas_sm90", kernel=d)
+    with pytest.raises(ValueError, match="unknown matmul preset 'cublas'"):
+        bitexact.matmul(a, b, preset="cublas")
+
+
 def test_matmul_refusals():
     a = np.zeros((4, 32), np.uint16)
     with pytest.raises(ValueError, match=r"matmul: a is \(4, 32\) and b is \(16, 8\); b needs 32 rows"):
         bitexact.matmul(a, np.zeros((16, 8), np.uint16))
     with pytest.raises(ValueError, match=r"bias has shape \(4,\); expected \(8,\)"):
         bitexact.matmul(a, np.zeros((32, 8), np.uint16), bias=np.zeros(4, np.uint16))
-    with pytest.raises(ValueError, match="splits must be from 1 to 256, not 0"):
-        bitexact.matmul(a, np.zeros((32, 8), np.uint16), splits=0)
-    with pytest.raises(ValueError, match="not e4m3"):
+    with pytest.raises(ValueError, match="splits must be from 1 to 256, not 300"):
+        bitexact.matmul(a, np.zeros((32, 8), np.uint16), splits=300)
+    with pytest.raises(ValueError, match="beta multiplies c; give c="):
+        bitexact.matmul(a, np.zeros((32, 8), np.uint16), beta=0.5)
+    with pytest.raises(ValueError, match="not e4m3 x e4m3 into e4m3"):
         bitexact.matmul(np.zeros((4, 32), np.uint8), np.zeros((32, 8), np.uint8), format="e4m3")
 
 
 def test_scaled_matmul_replays_torch_scaled_mm(data_dir, compared):
-    manifest = json.loads((data_dir / "matmul" / "manifest.json").read_text())
     replayed = 0
-    for case in manifest["cases"]:
+    for case in captures(data_dir):
         if case["op"] != "scaled_mm":
             continue
         folder = data_dir / "matmul" / case["name"]
         a, b, d, scale_a, scale_b = (np.load(folder / f"{x}.npy") for x in ("a", "b", "d", "scale_a", "scale_b"))
+        preset = "cublas_sm90_fp8_fast_accum" if case["fast_accum"] else "cublas_sm90_fp8"
         model = bitexact.scaled_matmul(a, b, scale_a, scale_b, a_format=case["a_type"], b_format=case["b_type"],
-                                       out_format=case["out"], fast_accum=case["fast_accum"])
+                                       out_format=case["out"], preset=preset, splits=splits_of(case))
         np.testing.assert_array_equal(model, d.view(model.dtype), err_msg=case["name"])
         compared(d.size)
         replayed += 1
-    assert replayed == 14
+    assert replayed == 26
 
 
 def test_scaled_matmul_refusals():
     a, b = np.zeros((4, 32), np.uint8), np.zeros((32, 8), np.uint8)
-    with pytest.raises(ValueError, match="scale_a has 3 values; expected 1 or 4"):
+    with pytest.raises(ValueError, match=r"scale_a has the wrong shape; expected one value, \[4\] or \[4, 1\]"):
         bitexact.scaled_matmul(a, b, np.ones(3, np.float32), 1.0)
-    with pytest.raises(ValueError, match="scale_b holds a value that is not finite"):
+    with pytest.raises(ValueError, match="scales must be finite"):
         bitexact.scaled_matmul(a, b, 1.0, float("nan"))
-    with pytest.raises(ValueError, match="scaled_matmul writes bf16 or fp32, not fp16"):
-        bitexact.scaled_matmul(a, b, 1.0, 1.0, out_format="fp16")
+    with pytest.raises(ValueError, match="not e4m3 x e4m3 into e4m3"):
+        bitexact.scaled_matmul(a, b, 1.0, 1.0, out_format="e4m3")

@@ -19,14 +19,14 @@
 #include <nlohmann/json.hpp>
 
 #include "../hardware/gpu.hpp"
+#include "../hardware/json_fields.hpp"
 #include "kernel.hpp"
 
 namespace bitexact::attention {
 
 namespace json_names {
 
-template <class E>
-using table = std::initializer_list<std::pair<std::string_view, E>>;
+using description_json::table;
 
 inline const table<block_order> block_orders{{"last_to_first", block_order::last_to_first},
                                              {"first_to_last", block_order::first_to_last},
@@ -64,122 +64,39 @@ inline const table<split_policy> split_policies{{"none", split_policy::none},
 // P V takes P rounded by this one conversion; a field so that a description says it.
 inline const table<bool> p_roundings{{"cvt.rn.bf16.f32", true}};
 
-template <class E>
-std::string_view name_of(const table<E>& names, E value) {
-  for (const auto& [name, v] : names)
-    if (v == value) return name;
-  return "?";
-}
+using description_json::name_of;
 
 }  // namespace json_names
 
 namespace detail {
 
-[[noreturn]] inline void description_error(const std::string& field, const std::string& what) {
-  throw std::invalid_argument("kernel description: " + (field.empty() ? what : "field '" + field + "': " + what));
-}
+using description_json::description_error;
+using description_json::json_fields;
 
-// A description's JSON object, its fields taken one by one so that any left
-// over is refused.
-class json_fields {
- public:
-  json_fields(const nlohmann::json& object, std::string path) : object_(object), path_(std::move(path)) {
-    if (!object_.is_object()) description_error(path_, "expected an object");
-  }
-
-  bool has(std::string_view key) const { return object_.contains(std::string(key)); }
-
-  const nlohmann::json& take(std::string_view key) {
-    const std::string k(key);
-    if (!object_.contains(k)) description_error(field(k), "missing");
-    taken_.insert(k);
-    return object_.at(k);
-  }
-
-  std::string text(std::string_view key) {
-    const nlohmann::json& value = take(key);
-    if (!value.is_string()) description_error(field(key), "expected a string");
-    return value.get<std::string>();
-  }
-
-  int integer(std::string_view key, int least, int most) {
-    const nlohmann::json& value = take(key);
-    if (!value.is_number_integer() || value.get<std::int64_t>() < least || value.get<std::int64_t>() > most)
-      description_error(field(key), "expected an integer from " + std::to_string(least) + " to " + std::to_string(most));
-    return value.get<int>();
-  }
-
-  bool boolean(std::string_view key) {
-    const nlohmann::json& value = take(key);
-    if (!value.is_boolean()) description_error(field(key), "expected true or false");
-    return value.get<bool>();
-  }
-
-  // A finite number, rounded to float as a kernel's float argument is.
-  float32 number(std::string_view key) {
-    const nlohmann::json& value = take(key);
-    if (!value.is_number() || !std::isfinite(value.get<double>()) || !std::isfinite(static_cast<float>(value.get<double>())))
-      description_error(field(key), "expected a finite number");
-    return from_host(static_cast<float>(value.get<double>()));
-  }
-
-  template <class E>
-  E named(std::string_view key, const json_names::table<E>& names) {
-    const std::string value = text(key);
-    std::string all;
-    for (const auto& [name, v] : names) {
-      if (name == value) return v;
-      all += (all.empty() ? "" : ", ") + std::string(name);
-    }
-    description_error(field(key), "'" + value + "' is not one of: " + all);
-  }
-
-  // A unit of the GPU record (hardware/gpu.hpp) by its name.
-  fused_sum_unit tensor_core_unit(std::string_view key) {
-    const std::string value = text(key);
+// A head dim's tiles: {"64": {"block_m": 128, "block_n": 128}, ...}.
+inline std::map<int, tile_shape> tiles(json_fields& fields, std::string_view key) {
+  const nlohmann::json& value = fields.take(key);
+  if (!value.is_object() || value.empty()) description_error(fields.field(key), "expected an object of head dims");
+  std::map<int, tile_shape> out;
+  for (const auto& [dim, tile] : value.items()) {
+    const std::string where = fields.field(key) + "." + dim;
+    int head_dim = 0;
     try {
-      return find_tensor_core_unit(value).unit;
-    } catch (const std::invalid_argument&) {
-      description_error(field(key), "'" + value + "' is not one of: " + tensor_core_unit_names());
+      std::size_t used = 0;
+      head_dim = std::stoi(dim, &used);
+      if (used != dim.size()) throw std::invalid_argument(dim);
+    } catch (const std::exception&) {
+      description_error(where, "a head dim is a decimal integer");
     }
+    if (head_dim < 16 || head_dim % 16 != 0 || head_dim > 512) description_error(where, "a head dim is a multiple of 16 up to 512");
+    json_fields shape(tile, where);
+    const int block_m = shape.integer("block_m", 16, 1024), block_n = shape.integer("block_n", 16, 1024);
+    if (block_m % 16 != 0 || block_n % 16 != 0) description_error(where, "block_m and block_n are multiples of 16");
+    shape.finish();
+    out[head_dim] = {block_m, block_n};
   }
-
-  std::map<int, tile_shape> tiles(std::string_view key) {
-    const nlohmann::json& value = take(key);
-    if (!value.is_object() || value.empty()) description_error(field(key), "expected an object of head dims");
-    std::map<int, tile_shape> out;
-    for (const auto& [dim, tile] : value.items()) {
-      const std::string where = field(key) + "." + dim;
-      int head_dim = 0;
-      try {
-        std::size_t used = 0;
-        head_dim = std::stoi(dim, &used);
-        if (used != dim.size()) throw std::invalid_argument(dim);
-      } catch (const std::exception&) {
-        description_error(where, "a head dim is a decimal integer");
-      }
-      if (head_dim < 16 || head_dim % 16 != 0 || head_dim > 512) description_error(where, "a head dim is a multiple of 16 up to 512");
-      json_fields fields(tile, where);
-      const int block_m = fields.integer("block_m", 16, 1024), block_n = fields.integer("block_n", 16, 1024);
-      if (block_m % 16 != 0 || block_n % 16 != 0) description_error(where, "block_m and block_n are multiples of 16");
-      fields.finish();
-      out[head_dim] = {block_m, block_n};
-    }
-    return out;
-  }
-
-  void finish() const {
-    for (const auto& [key, value] : object_.items())
-      if (taken_.count(key) == 0) description_error(field(key), "unknown field");
-  }
-
- private:
-  std::string field(std::string_view key) const { return path_.empty() ? std::string(key) : path_ + "." + std::string(key); }
-
-  const nlohmann::json& object_;
-  std::string path_;
-  std::set<std::string> taken_;
-};
+  return out;
+}
 
 }  // namespace detail
 
@@ -187,12 +104,7 @@ class json_fields {
 // naming the field that is missing, unknown, of the wrong type or value, or
 // not computable in that combination.
 inline kernel_description kernel_from_json(std::string_view text) {
-  nlohmann::json document;
-  try {
-    document = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    detail::description_error("", std::string("not JSON (") + e.what() + ")");
-  }
+  const nlohmann::json document = description_json::parse(text);
   namespace names = json_names;
   detail::json_fields fields(document, "");
   kernel_description d;
@@ -200,11 +112,11 @@ inline kernel_description kernel_from_json(std::string_view text) {
   d.name = fields.text("name");
   if (d.name.empty()) detail::description_error("name", "empty");
   if (fields.has("summary")) d.summary = fields.text("summary");
-  d.tiles = fields.tiles("tiles");
+  d.tiles = detail::tiles(fields, "tiles");
   d.split = fields.named("split_kv", names::split_policies);
-  if (d.split == split_policy::flash2_heuristic) d.split_tiles = fields.tiles("split_tiles");
+  if (d.split == split_policy::flash2_heuristic) d.split_tiles = detail::tiles(fields, "split_tiles");
   if (fields.has("min_query_rows")) d.min_query_rows = fields.integer("min_query_rows", 1, 1 << 30);
-  a.tensor_core = fields.tensor_core_unit("tensor_core");
+  a.tensor_core = fields.tensor_core("tensor_core").unit;
   a.order = fields.named("block_order", names::block_orders);
   if (a.order == block_order::mask_partial_then_full) a.mask_block = fields.integer("mask_block", 16, 1 << 20);
   a.placement = fields.named("scale_placement", names::placements);

@@ -1,17 +1,31 @@
-// A GEMM kernel as data, and the one emulator that reads it: D = A B (+ bias)
-// for A [M, K] and B [K, N], each output the tensor core's chain over K
-// (chain.hpp). cuBLAS's split-K kernels cut K into splits whose fp32 partial
-// sums its reduce kernel adds in split order; the epilogue adds the bias in
-// fp32 and rounds once to the output format.
+// The one GEMM emulator: D = A B as a gemm_description (description.hpp)
+// says a kernel computes it, for A [M, K] and B [K, N] in any formats the
+// description's tensor core takes, with the scales, alpha, beta x C and bias
+// of the call, rounded once to the output format.
 //
-// Evidence: tests/data/matmul (cuda/capture/matmul_capture.py, cuBLAS 13.1 on
-// an H200 under torch 2.11; tools/analysis/matmul_rules.py states the rules
-// and the alternatives they rule out), replayed by tests/test_matmul.cpp.
+//   for each split of K (description.hpp, `splits`):
+//     for each piece of the split (`promotion_k`, or the whole split):
+//       c = the tensor core's chain of fused steps over the piece, from +0
+//       acc = c for the first piece, else acc + c in fp32 (a block scale:
+//             block_scaling's rule)
+//     sum = acc for the first split, else sum + acc in fp32 (the reduce kernel)
+//   sum * fl(sa * sb) (tensor or row/column scales), alpha and beta x C
+//   (alpha_beta_rule), + bias, all fp32 round to nearest; then one rounding
+//   to Out.
+//
+// Evidence: tests/data/matmul (cuBLAS 13.1 under torch 2.11 on an H200:
+// torch.matmul, F.linear, torch.addmm, torch.mm and addmm into fp32,
+// torch._scaled_mm with tensor, row and block scales), replayed by tests/test_matmul_replay.cpp; the rules the
+// captures rule out are there and in tools/analysis/matmul_rules.py.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -19,67 +33,235 @@
 #include "../core/operations.hpp"
 #include "../hardware/alu.hpp"
 #include "../hardware/mma.hpp"
+#include "../host/parallel.hpp"
 #include "chain.hpp"
+#include "description.hpp"
 
 namespace bitexact::matmul {
-
-// What a GEMM kernel computes with, for one call.
-struct gemm_kernel {
-  fused_sum_unit unit = sm90_tensor_core;
-  // cuBLAS's numSplitsK (its heuristic's choice for the shape, in the
-  // cuBLASLt log; the kernel name does not carry it): split j takes K's
-  // [j * chunk, (j + 1) * chunk), chunk = ceil(K / splits) rounded up to the
-  // kernel's K tile (64 for the nvjet_sm90 kernels: the first number of the
-  // name's second group), the last what is left.
-  int splits = 1;
-  std::size_t k_tile = 64;
-};
 
 struct gemm_shape {
   std::size_t m = 0, n = 0, k = 0;
 };
 
-// The k steps [first, end) of split s (see gemm_kernel::splits).
-inline std::pair<std::size_t, std::size_t> split_steps(const gemm_kernel& kernel, std::size_t k, int s) {
-  const auto splits = static_cast<std::size_t>(kernel.splits);
-  const std::size_t chunk = ((k + splits - 1) / splits + kernel.k_tile - 1) / kernel.k_tile * kernel.k_tile;
-  const std::size_t steps = (k + k_step - 1) / k_step;
-  const std::size_t first = std::min(steps, static_cast<std::size_t>(s) * chunk / k_step);
-  return {first, s + 1 == kernel.splits ? steps : std::min(steps, first + chunk / k_step)};
+// How a scale array covers its operand (torch._scaled_mm's recipes).
+enum class scale_layout {
+  none,           // no scale
+  tensor,         // one value
+  rows,           // A: [M], one a row; B: [N], one a column of B
+  block_1x128,    // A: [M, ceil(K/128)]; B: [ceil(K/128), N], each over 128 of K
+  block_128x128,  // B: [ceil(K/128), ceil(N/128)], 128 of K by 128 columns
+};
+
+template <format InA, format InB, format Out>
+struct gemm_call {
+  gemm_shape shape;
+  std::span<const value<InA>> a;  // [M][K], row-major
+  std::span<const value<InB>> b;  // [K][N], row-major
+  scale_layout a_scales = scale_layout::none, b_scales = scale_layout::none;
+  std::span<const float32> scale_a, scale_b;
+  float32 alpha = from_host(1.0f);
+  float32 beta = float32::zero();
+  std::span<const value<Out>> c;     // [M][N], with beta; empty: none
+  std::span<const value<Out>> bias;  // [N]; empty: none
+  unsigned threads = 0;              // 0: every core; the bits are the same
+};
+
+// A split's K positions [first, end); empty for a split past K.
+inline std::pair<std::size_t, std::size_t> split_range(const gemm_description& d, std::size_t k, int split) {
+  const auto splits = static_cast<std::size_t>(d.splits);
+  const std::size_t share = ((k + splits - 1) / splits + d.k_tile - 1) / d.k_tile * d.k_tile;
+  const std::size_t first = std::min(k, static_cast<std::size_t>(split) * share);
+  return {first, split + 1 == d.splits ? k : std::min(k, first + share)};
 }
 
-inline void check_kernel(const gemm_kernel& kernel) {
-  if (kernel.splits < 1) throw std::invalid_argument("gemm: splits must be at least 1");
-  if (kernel.k_tile < k_step || kernel.k_tile % k_step != 0)
-    throw std::invalid_argument("gemm: k_tile must be a positive multiple of 16");
+inline std::size_t blocks_of(std::size_t extent) { return (extent + 127) / 128; }
+
+// The layout of a scale array of this shape (numpy's: [] or [1] is one value),
+// for A's scales or B's; none when the shape fits no layout. A [M, 1] or
+// [1, N] array is per row or column as torch._scaled_mm takes it.
+inline scale_layout scale_layout_of(const std::vector<std::size_t>& shape, bool of_a, const gemm_shape& s) {
+  std::size_t count = 1;
+  for (const std::size_t extent : shape) count *= extent;
+  const auto is = [&](std::vector<std::size_t> expected) { return shape == expected; };
+  const std::size_t kb = blocks_of(s.k);
+  if (count == 1) return scale_layout::tensor;
+  if (of_a ? is({s.m}) || is({s.m, 1}) : is({s.n}) || is({1, s.n})) return scale_layout::rows;
+  if (of_a ? is({s.m, kb}) : is({kb, s.n})) return scale_layout::block_1x128;
+  if (!of_a && is({kb, blocks_of(s.n)})) return scale_layout::block_128x128;
+  return scale_layout::none;
 }
 
-// D = A B (+ bias[n] on every row), rounded to Out: a [M][K] and b [K][N]
-// row-major, bias empty or [N]; on every core unless threads says otherwise.
-template <format Out, format In>
-std::vector<value<Out>> gemm(const gemm_kernel& kernel, const gemm_shape& shape, std::span<const value<In>> a,
-                             std::span<const value<In>> b, std::span<const value<Out>> bias = {},
-                             unsigned threads = 0) {
-  check_kernel(kernel);
-  if (a.size() != shape.m * shape.k || b.size() != shape.k * shape.n)
-    throw std::invalid_argument("gemm: a needs M x K values and b K x N");
-  if (!bias.empty() && bias.size() != shape.n) throw std::invalid_argument("gemm: bias needs N values");
-  const packed_operands<In> p = pack(a, b, shape.m, shape.n, shape.k);
-  std::vector<float32> sum(shape.m * shape.n), partial(kernel.splits > 1 ? shape.m * shape.n : 0);
-  for (int s = 0; s < kernel.splits; ++s) {
-    const auto [first, end] = split_steps(kernel, shape.k, s);
-    chain_products<fp32, In>(kernel.unit, p, first, end, s == 0 ? std::span<float32>(sum) : std::span<float32>(partial),
-                             threads);
-    // The reduce kernel: ((p0 + p1) + p2) + ..., fp32 round to nearest.
-    if (s > 0)
-      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = ptx::add_f32(sum[i], partial[i]);
+// What scale_layout_of takes, in words: "[M] or [M, 1] (per row), ...".
+inline std::string scale_shapes(bool of_a, const gemm_shape& s) {
+  const std::string kb = std::to_string(blocks_of(s.k)), m = std::to_string(s.m), n = std::to_string(s.n);
+  return of_a ? "one value, [" + m + "] or [" + m + ", 1] (per row), [" + m + ", " + kb + "] (1 x 128 blocks)"
+              : "one value, [" + n + "] or [1, " + n + "] (per column), [" + kb + ", " + n + "] (1 x 128 blocks) or [" +
+                    kb + ", " + std::to_string(blocks_of(s.n)) + "] (128 x 128 blocks)";
+}
+
+// The call against the description, or std::invalid_argument naming what is wrong.
+template <format InA, format InB, format Out>
+void check_call(const gemm_description& d, const gemm_call<InA, InB, Out>& call) {
+  check_description(d);
+  const gemm_shape& s = call.shape;
+  const auto refuse = [](const std::string& what) { throw std::invalid_argument("matmul: " + what); };
+  if (s.m == 0 || s.n == 0 || s.k == 0) refuse("M, N and K must be at least 1");
+  if (s.m > (std::size_t{1} << 24) || s.n > (std::size_t{1} << 24) || s.k > (std::size_t{1} << 24) ||
+      s.m * s.k > (std::size_t{1} << 34) || s.k * s.n > (std::size_t{1} << 34) || s.m * s.n > (std::size_t{1} << 34))
+    refuse("the shape is too large to emulate (each extent at most 2^24, each matrix at most 2^34 elements)");
+  if (call.a.size() != s.m * s.k) refuse("A needs M x K values");
+  if (call.b.size() != s.k * s.n) refuse("B needs K x N values");
+  if (!d.tensor_core->takes(InA) || !d.tensor_core->takes(InB))
+    refuse("the tensor core " + std::string(d.tensor_core->unit_name) + " (" + std::string(d.tensor_core->instruction) +
+           ") takes no " + std::string(name_of(d.tensor_core->takes(InA) ? InB : InA)) + " inputs");
+  if (!call.c.empty() && call.c.size() != s.m * s.n) refuse("C needs M x N values");
+  if (!call.bias.empty() && call.bias.size() != s.n) refuse("the bias needs N values");
+  if (!call.bias.empty() && !call.c.empty()) refuse("a bias and C together are not modelled (no capture has both)");
+  if (call.c.empty() && !call.beta.is_zero()) refuse("beta needs C");
+  for (const float32 x : {call.alpha, call.beta})
+    if (!std::isfinite(to_host(x))) refuse("alpha and beta must be finite");
+  const auto expected = [&](scale_layout layout, bool a) -> std::size_t {
+    switch (layout) {
+      case scale_layout::none: return 0;
+      case scale_layout::tensor: return 1;
+      case scale_layout::rows: return a ? s.m : s.n;
+      case scale_layout::block_1x128: return a ? s.m * blocks_of(s.k) : blocks_of(s.k) * s.n;
+      case scale_layout::block_128x128: return blocks_of(s.k) * blocks_of(s.n);
+    }
+    return 0;
+  };
+  if (call.a_scales == scale_layout::block_128x128) refuse("A's scales are per tensor, per row or 1 x 128 blocks");
+  if (call.scale_a.size() != expected(call.a_scales, true)) refuse("scale_a has the wrong number of values for its layout");
+  if (call.scale_b.size() != expected(call.b_scales, false)) refuse("scale_b has the wrong number of values for its layout");
+  if ((call.a_scales == scale_layout::none) != (call.b_scales == scale_layout::none))
+    refuse("scale_a and scale_b come together");
+  const bool a_blocks = call.a_scales == scale_layout::block_1x128;
+  const bool b_blocks = call.b_scales == scale_layout::block_1x128 || call.b_scales == scale_layout::block_128x128;
+  if (a_blocks != b_blocks) refuse("block scales of A need block scales of B, and the other way round");
+  if (a_blocks && d.promotion_k != 128)
+    refuse("block scales need a description that promotes every 128 of K (promotion_k 128; '" + d.name + "' has " +
+           std::to_string(d.promotion_k) + ")");
+  for (const auto scales : {call.scale_a, call.scale_b})
+    for (const float32 x : scales)
+      if (!std::isfinite(to_host(x))) refuse("scales must be finite");
+}
+
+namespace detail {
+
+// Chains over any K range of every output, from +0, into fp32: 16 x 8 tiles
+// through mma_m16n8k16 (its fast path) for 16-bit inputs on a unit of 16
+// products a step, else fused_dot an output at a time.
+template <format InA, format InB>
+class chain_source {
+ public:
+  chain_source(const fused_sum_unit& unit, const gemm_shape& s, std::span<const value<InA>> a,
+               std::span<const value<InB>> b)
+      : unit_(unit), shape_(s), a_(a), tiles_(tile_formats && unit.products_per_step == 16) {
+    if constexpr (tile_formats) {
+      if (tiles_) {
+        packed_ = pack<InA>(a, b, s.m, s.n, s.k);
+        return;
+      }
+    }
+    b_columns_.resize(s.k * s.n);
+    for (std::size_t x = 0; x < s.k; ++x)
+      for (std::size_t col = 0; col < s.n; ++col) b_columns_[col * s.k + x] = b[x * s.n + col];
   }
-  std::vector<value<Out>> d(sum.size());
-  for (std::size_t i = 0; i < d.size(); ++i) {
-    const float32 out = bias.empty() ? sum[i] : ptx::add_f32(sum[i], convert<fp32>(bias[i % shape.n]).result);
-    d[i] = convert<Out>(out, ptx::gpu_environment()).result;
+
+  // first and end are multiples of the unit's step, or end is K.
+  void chains(std::size_t first, std::size_t end, std::span<float32> out, unsigned threads) const {
+    if constexpr (tile_formats) {
+      if (tiles_) {
+        chain_products<fp32, InA>(unit_, packed_, first / k_step, (end + k_step - 1) / k_step, out, threads);
+        return;
+      }
+    }
+    const std::span<const value<InB>> columns(b_columns_);
+    for_each_index(shape_.m, threads, [&](std::size_t row) {
+      const auto a_row = a_.subspan(row * shape_.k + first, end - first);
+      for (std::size_t col = 0; col < shape_.n; ++col)
+        out[row * shape_.n + col] =
+            fused_dot<fp32, InA, InB>(unit_, a_row, columns.subspan(col * shape_.k + first, end - first), float32::zero())
+                .result;
+    });
   }
-  return d;
+
+ private:
+  static constexpr bool tile_formats = InA == InB && InA.width() == 16;
+  const fused_sum_unit& unit_;
+  gemm_shape shape_;
+  std::span<const value<InA>> a_;
+  bool tiles_;
+  packed_operands<InA> packed_;
+  std::vector<value<InB>> b_columns_;
+};
+
+}  // namespace detail
+
+// D, rounded to Out (row-major [M][N]).
+template <format InA, format InB, format Out>
+std::vector<value<Out>> gemm(const gemm_description& d, const gemm_call<InA, InB, Out>& call) {
+  check_call(d, call);
+  const gemm_shape& s = call.shape;
+  const std::size_t outputs = s.m * s.n;
+  const detail::chain_source<InA, InB> source(d.tensor_core->unit, s, call.a, call.b);
+  const bool blocks = call.a_scales == scale_layout::block_1x128;
+  const block_scaling rule =
+      call.b_scales == scale_layout::block_128x128 ? d.epilogue.blocks_128x128 : d.epilogue.blocks_1x128;
+  const auto block_scale_b = [&](std::size_t block, std::size_t col) {
+    return call.b_scales == scale_layout::block_128x128 ? call.scale_b[block * blocks_of(s.n) + col / 128]
+                                                        : call.scale_b[block * s.n + col];
+  };
+  std::vector<float32> sum(outputs), acc(outputs), piece(outputs);
+  bool first_split = true;
+  for (int split = 0; split < d.splits; ++split) {
+    const auto [split_first, split_end] = split_range(d, s.k, split);
+    if (split_first >= split_end) continue;  // not launched
+    const std::size_t width = d.promotion_k == 0 ? split_end - split_first : d.promotion_k;
+    for (std::size_t first = split_first; first < split_end; first += width) {
+      const std::size_t end = std::min(split_end, first + width);
+      source.chains(first, end, piece, call.threads);
+      const bool first_piece = first == split_first;
+      if (blocks) {
+        const std::size_t block = first / 128;
+        for_each_index(s.m, call.threads, [&](std::size_t row) {
+          const float32 sa = call.scale_a[row * blocks_of(s.k) + block];
+          for (std::size_t col = 0; col < s.n; ++col) {
+            const std::size_t i = row * s.n + col;
+            const float32 from = first_piece ? float32::zero() : acc[i], sb = block_scale_b(block, col);
+            acc[i] = rule == block_scaling::fma_with_scale_product
+                         ? ptx::fma_f32(piece[i], ptx::mul_f32(sa, sb), from)
+                         : ptx::fma_f32(ptx::mul_f32(piece[i], sa), sb, from);
+          }
+        });
+      } else {
+        for (std::size_t i = 0; i < outputs; ++i) acc[i] = first_piece ? piece[i] : ptx::add_f32(acc[i], piece[i]);
+      }
+    }
+    for (std::size_t i = 0; i < outputs; ++i) sum[i] = first_split ? acc[i] : ptx::add_f32(sum[i], acc[i]);
+    first_split = false;
+  }
+  std::vector<value<Out>> out(outputs);
+  const bool scaled = call.a_scales == scale_layout::tensor || call.a_scales == scale_layout::rows;
+  const bool alpha = call.alpha.bits != from_host(1.0f).bits || !call.c.empty();
+  const alpha_beta_rule alpha_beta = d.splits > 1 ? d.epilogue.alpha_beta_split_k : d.epilogue.alpha_beta;
+  for_each_index(s.m, call.threads, [&](std::size_t row) {
+    for (std::size_t col = 0; col < s.n; ++col) {
+      const std::size_t i = row * s.n + col;
+      float32 x = sum[i];
+      if (scaled)
+        x = ptx::mul_f32(x, ptx::mul_f32(call.scale_a[call.scale_a.size() == 1 ? 0 : row],
+                                         call.scale_b[call.scale_b.size() == 1 ? 0 : col]));
+      if (alpha) {
+        const float32 c = call.c.empty() ? float32::zero() : convert<fp32>(call.c[i]).result;
+        x = alpha_beta == alpha_beta_rule::fma_alpha ? ptx::fma_f32(call.alpha, x, ptx::mul_f32(call.beta, c))
+                                                      : ptx::fma_f32(call.beta, c, ptx::mul_f32(call.alpha, x));
+      }
+      if (!call.bias.empty()) x = ptx::add_f32(x, convert<fp32>(call.bias[col]).result);
+      out[i] = convert<Out>(x, ptx::gpu_environment()).result;
+    }
+  });
+  return out;
 }
 
 }  // namespace bitexact::matmul

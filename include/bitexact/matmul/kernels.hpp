@@ -1,0 +1,73 @@
+// The named GEMM descriptions: one registry, the only place a preset's name is
+// spelled. `bitexact matmul --preset NAME | --list-kernels | --print-kernel`
+// and bitexact.matmul(preset=...) look names up here.
+#pragma once
+
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "description.hpp"
+
+namespace bitexact::matmul {
+
+// torch.matmul, F.linear and torch.addmm on bf16 or fp16 (torch 2.11, cuBLAS
+// 13.1, sm_90): the nvjet_sm90 kernels, 64 of K a tile (the first number of
+// the name's second group), split-K with the cublasLt::splitKreduce_kernel.
+inline gemm_description cublas_sm90_description() {
+  gemm_description d;
+  d.name = "cublas_sm90";
+  d.summary = "cuBLAS's nvjet_sm90 kernels for bf16 and fp16 (torch.matmul, F.linear, torch.addmm)";
+  d.tensor_core = &find_tensor_core_unit("sm90");
+  d.k_tile = 64;
+  return d;
+}
+
+// torch._scaled_mm on e4m3/e5m2 (the nvjet_sm90_qq... kernels): promotion
+// into fp32 every 128 of K (the default, ..._algo2_...).
+inline gemm_description cublas_sm90_fp8_description() {
+  gemm_description d;
+  d.name = "cublas_sm90_fp8";
+  d.summary = "cuBLAS's fp8 kernels under torch._scaled_mm (promotion into fp32 every 128 of K; tensor, row and "
+              "block scales)";
+  d.tensor_core = &find_tensor_core_unit("sm90_fp8");
+  d.k_tile = 128;
+  d.promotion_k = 128;
+  return d;
+}
+
+// The same with use_fast_accum=True: one chain over K in the tensor core.
+inline gemm_description cublas_sm90_fp8_fast_accum_description() {
+  gemm_description d = cublas_sm90_fp8_description();
+  d.name = "cublas_sm90_fp8_fast_accum";
+  d.summary = "cuBLAS's fp8 kernels under torch._scaled_mm(use_fast_accum=True): one chain over K";
+  d.promotion_k = 0;
+  return d;
+}
+
+inline const std::vector<gemm_description>& gemm_presets() {
+  static const std::vector<gemm_description> presets{cublas_sm90_description(), cublas_sm90_fp8_description(),
+                                                     cublas_sm90_fp8_fast_accum_description()};
+  return presets;
+}
+
+inline std::string gemm_preset_names() {
+  std::string names;
+  for (const gemm_description& d : gemm_presets()) names += (names.empty() ? "" : ", ") + d.name;
+  return names;
+}
+
+inline const gemm_description& find_gemm_preset(std::string_view name) {
+  for (const gemm_description& d : gemm_presets())
+    if (d.name == name) return d;
+  throw std::invalid_argument("unknown matmul preset '" + std::string(name) + "'; the presets are: " + gemm_preset_names());
+}
+
+// The preset for inputs of this format when the user names none: cuBLAS's.
+inline const gemm_description& default_gemm_preset(format input) {
+  return find_gemm_preset(input == e4m3 || input == e5m2 ? "cublas_sm90_fp8" : "cublas_sm90");
+}
+
+}  // namespace bitexact::matmul

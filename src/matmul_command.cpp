@@ -3,6 +3,7 @@
 // JSON file), written out or compared bit for bit with what a GPU wrote;
 // --identify finds the split count that gives every bit. This file parses and
 // prints: the emulator checks the call.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -130,8 +131,9 @@ std::vector<option> option_table(matmul_options& o) {
       {"--out", "FILE", "write D as bit patterns, [M, N]", file(o.out_path)},
       {"--expect", "FILE", "compare D with FILE bit for bit ([M, N] bit patterns)", file(o.expect_path)},
       {"--identify", "",
-       "with --expect: try every split count from 1 to 64 and name those that\n"
-       "give every bit (--splits is then left out)",
+       "with --expect: try every preset that takes the inputs (or the --kernel\n"
+       "description) with every split count from 1 to 64; name those that give\n"
+       "every bit, or the nearest three",
        [&](std::string_view) { o.identify = true; }},
       {"--threads", "N", "threads to compute on (default 0: one per core; the bits are the same)",
        [&](std::string_view n) { o.threads = parse_integer(n, 0u, 1024u, "an integer from 0 to 1024"); }},
@@ -207,6 +209,67 @@ std::string_view layout_name(matmul::scale_layout layout, bool of_a) {
   return "?";
 }
 
+// --identify: every preset that takes these formats (or the --kernel
+// description), each with every split count from 1 to 64: those that give
+// every bit, else the nearest.
+template <format InA, format InB, format Out>
+int identify(const matmul_options& o, const matmul::gemm_call<InA, InB, Out>& call,
+             const std::vector<value<Out>>& expected) {
+  std::vector<matmul::gemm_description> candidates;
+  if (o.kernel) candidates.push_back(*o.kernel);
+  else
+    for (const matmul::gemm_description& d : matmul::gemm_presets())
+      if (d.tensor_core->takes(InA) && d.tensor_core->takes(InB)) candidates.push_back(d);
+  struct result {
+    std::string name;
+    int splits;
+    std::uint64_t mismatches;
+  };
+  std::vector<result> results;
+  for (matmul::gemm_description d : candidates)
+    for (int splits = 1; splits <= 64; ++splits) {
+      d.splits = splits;
+      try {
+        matmul::check_call(d, call);
+      } catch (const std::invalid_argument&) {
+        break;  // this description does not take the call (block scales without promotion)
+      }
+      std::size_t first = 0;
+      results.push_back({d.name, splits, mismatches(matmul::gemm(d, call), expected, first)});
+    }
+  std::stable_sort(results.begin(), results.end(),
+                   [](const result& x, const result& y) { return x.mismatches < y.mismatches; });
+  const bool found = !results.empty() && results.front().mismatches == 0;
+  std::printf("%s of %s (%zu elements), of %zu candidates (%zu description%s x split counts 1 to 64):\n",
+              found ? "every bit" : "no candidate gives every bit", printable(o.expect_path).c_str(), expected.size(),
+              results.size(), candidates.size(), candidates.size() == 1 ? "" : "s");
+  if (!found) {
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, results.size()); ++i)
+      std::printf("  %s --splits %d: %llu mismatch%s\n", results[i].name.c_str(), results[i].splits,
+                  static_cast<unsigned long long>(results[i].mismatches), results[i].mismatches == 1 ? "" : "es");
+    return 1;
+  }
+  // Each description's split counts that give every bit, as ranges: "2, 5 to 7".
+  for (const matmul::gemm_description& d : candidates) {
+    std::string ranges;
+    int from = 0, to = -1;
+    const auto close = [&] {
+      if (to < from) return;
+      ranges += (ranges.empty() ? "" : ", ") + std::to_string(from) + (to > from ? " to " + std::to_string(to) : "");
+    };
+    for (int splits = 1; splits <= 64; ++splits) {
+      const bool exact = std::any_of(results.begin(), results.end(), [&](const result& r) {
+        return r.name == d.name && r.splits == splits && r.mismatches == 0;
+      });
+      if (exact && to == splits - 1) to = splits;
+      else if (exact) close(), from = to = splits;
+    }
+    close();
+    if (!ranges.empty()) std::printf("  %s, --splits %s\n", d.name.c_str(), ranges.c_str());
+  }
+  return 0;
+}
+
 template <format InA, format InB, format Out>
 int run(const matmul_options& o, matmul::gemm_description d) {
   auto [a_shape, a] = read_values<InA>(o.a_path, "A", 2);
@@ -256,24 +319,7 @@ int run(const matmul_options& o, matmul::gemm_description d) {
                                                  layout_name(call.b_scales, false)).c_str(),
               c.empty() ? "" : ", C", bias.empty() ? "" : ", bias", std::string(name_of(Out)).c_str(), d.name.c_str());
   std::fflush(stdout);
-  if (o.identify) {
-    std::vector<int> found;
-    for (int splits = 1; splits <= 64; ++splits) {
-      d.splits = splits;
-      std::size_t first = 0;
-      if (mismatches(product(d), *expected, first) == 0) found.push_back(splits);
-    }
-    if (found.empty()) {
-      std::printf("no split count from 1 to 64 of %s gives every bit of %s\n", d.name.c_str(),
-                  printable(o.expect_path).c_str());
-      return 1;
-    }
-    std::string list;
-    for (const int n : found) list += (list.empty() ? "" : ", ") + std::to_string(n);
-    std::printf("every bit of %s: %zu elements, with %s split%s (--splits)\n", printable(o.expect_path).c_str(),
-                expected->size(), list.c_str(), found.size() == 1 && found[0] == 1 ? "" : "s");
-    return 0;
-  }
+  if (o.identify) return identify(o, call, *expected);
   std::printf("%d split%s of K, %s\n", d.splits, d.splits == 1 ? "" : "s",
               d.promotion_k == 0 ? "one chain over each split"
                                  : fmt::format("chains over each {} of K added into fp32", d.promotion_k).c_str());

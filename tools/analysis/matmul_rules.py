@@ -4,6 +4,8 @@ against captures of cuda/capture/matmul_capture.py, and the packing of the commi
 
     PYTHONPATH=build/python python3 tools/analysis/matmul_rules.py check DIR [--alternatives]
     PYTHONPATH=build/python python3 tools/analysis/matmul_rules.py pack CAPTURE_DIR OUT_DIR
+    PYTHONPATH=build/python python3 tools/analysis/matmul_rules.py check-triton DIR [--alternatives]
+    PYTHONPATH=build/python python3 tools/analysis/matmul_rules.py pack-triton CAPTURE_DIR OUT_DIR
 
 DIR holds manifest.json and one folder per case (a.npy [M,K], b.npy [K,N], d.npy [M,N], bias.npy,
 scale_a.npy, scale_b.npy): a whole capture (unpacked capture_part*.tar, with logs/ for the
@@ -26,12 +28,27 @@ The rules (docs: the report of issue 30's first step):
   of 2^(e_max - 13), e_max the largest leading exponent of the unnormalised products (e_a + e_b,
   a subnormal input at its format's e_min) and of the accumulator; exact sum; the sum rounded toward
   zero to 14 significant bits (13 fraction bits). Fast accumulation (no _algo2_): one chain over all
-  of K. Default (_algo2_): a chain over each 128 of K (4 steps) from +0, added into an fp32
-  accumulator by fp32 round-to-nearest addition. Epilogue: acc * fl32(scale_a * scale_b) in fp32
+  of K; its _splitK kernels run that chain over each split (bounds as for 16-bit split-K, with the
+  name's K tile, 128) and add the fp32 partials in order. Default (_algo2_): a chain over each 128 of
+  K (4 steps) from +0, added into an fp32 accumulator by fp32 round-to-nearest addition. Epilogue: acc * fl32(scale_a * scale_b) in fp32
   round-to-nearest (row-wise: fl32(scale_a[m] * scale_b[n])), then rounded to the output.
 - cutlass_75 *_align1 wmma (fp16, K not a multiple of 64): the 16-product steps start with the K
   residue tile: k-step bounds 0, 16, ... within the first (K mod 64) elements, then 16 at a time.
+
+Triton's tutorial kernel (cuda/capture/triton_matmul_capture.py; check-triton, pack-triton): every
+configuration walks K from 0 in BLOCK_K blocks with acc = tl.dot(a, b, acc) on one fp32 accumulator
+from +0, the last block's missing k read as zeros; acc.to(output) rounds to nearest even
+(cvt.rn.bf16x2.f32 / cvt.rn.f16x2.f32). BLOCK_K and the tile shape do not change the bits.
+- triton_chain16 (bf16, fp16; wgmma m64nNk16 with 4 or 8 warps, mma.sync m16n8k16 with 2): chain16
+  over all of K in k order, 16 products a step: the same bits as cuBLAS's unsplit kernels.
+- triton_fp8_chain (e4m3, e5m2; wgmma m64nNk32, 4 or 8 warps): the fp8 chain of 32-product steps over
+  all of K with no promotion (Triton's max_num_imprecise_acc defaults to 2^30 on sm_90): cuBLAS's fast
+  accumulation, then the fp32 result rounded to fp16.
+- triton_fp8_as_fp16_chain16 (fp8 with 2 warps: mma.sync m16n8k16 on the fp16 values, converted exactly
+  by cvt.rn.f16x2.e4m3x2 / .e5m2x2): chain16 in fp16 with k taken per 32-wide block as k = 0, 1 (mod 4)
+  in one step, then k = 2, 3 (mod 4) in the next (the 8-bit operands' register layout, kWidth = 4).
 """
+import collections
 import hashlib
 import json
 import os
@@ -233,7 +250,9 @@ def kernel_rule(case):
     names = [k[0] for k in case["kernels"]]
     main = names[0]
     if case["op"] == "scaled_mm":
-        return "fp8_default" if "_algo2_" in main else "fp8_fast"
+        if "_algo2_" in main:
+            return "fp8_default"
+        return "fp8_fast_splitk" if "_splitK" in main else "fp8_fast"
     if "_splitK" in main:
         return "splitk_bias" if "_bias" in main else "splitk"
     if "_bias" in main:
@@ -259,7 +278,12 @@ def model(case, data, rule, variant=None):
             window = int(variant.split("=")[1])
         if variant == "no step rounding":
             result = None
-        acc = fp8_product(a, b, case["a_type"], case["b_type"], promote, window, result)
+        if rule == "fp8_fast_splitk":  # each split a chain over its part of K, the partials added in fp32
+            bounds = split_bounds(case["K"], int(case["algorithm"]["numSplitsK"]), k_tile(case["kernels"][0][0]))
+            acc = reduce_partials([fp8_product(a[:, lo:hi], b[lo:hi], case["a_type"], case["b_type"], promote, window,
+                                               result) for lo, hi in zip(bounds, bounds[1:]) if hi > lo])
+        else:
+            acc = fp8_product(a, b, case["a_type"], case["b_type"], promote, window, result)
         order = variant if variant in ("a_then_b", "exact") else "product_first"
         return round_to(scale_epilogue(acc, data["scale_a"], data["scale_b"], order), out)
     if rule == "residue_first":
@@ -287,6 +311,7 @@ ALTERNATIVES = {
     "chain16_bias": ["bias rounded after"],
     "fp8_fast": ["promote=4", "window=12", "window=14", "no step rounding", "a_then_b", "exact"],
     "fp8_default": ["promote=0", "promote=2", "promote=8", "a_then_b", "exact"],
+    "fp8_fast_splitk": ["promote=4"],
     "residue_first": ["plain"],
 }
 
@@ -311,6 +336,193 @@ def check(folder, alternatives=False):
                 alt = model(case, data, rule, variant)
                 print(f"    alternative {variant!r}: {int((alt != data['d']).sum())} differ", flush=True)
     print(f"total: {compared} outputs compared, {failures} differ")
+    return failures
+
+
+# ---------------------------------------------------------------- Triton's tutorial kernel (tl.dot)
+#
+# cuda/capture/triton_matmul_capture.py runs the tutorial's kernel: per output tile a loop over
+# BLOCK_K blocks of K, acc = tl.dot(a, b, acc) on an fp32 accumulator that starts at +0, then
+# acc.to(output type). Its cases hold d (Triton), d_torch (torch.matmul on the same inputs; for fp8
+# on their fp16 copies), d_scaled_fast / d_scaled_default (torch._scaled_mm, unit scales, fp16 out)
+# and, for the `configs` cases, d_config<i> (configuration i forced).
+
+
+def fp8_as_fp16(bits, fmt):
+    """e4m3 / e5m2 patterns as fp16 patterns (exact: fp16 holds every e4m3 and e5m2 value)."""
+    return bitexact.convert(np.ascontiguousarray(bits), format=fmt, result_format="fp16")[0]
+
+
+def triton_rule(case, config=None):
+    """The rule of one Triton run: its dot's instruction decides it."""
+    kernel = (config or case)["kernel"]
+    mma = " ".join(kernel["ptx_mma"])
+    if case["dtype"] in ("e4m3", "e5m2"):
+        return "triton_fp8_chain" if ".e4m3" in mma or ".e5m2" in mma else "triton_fp8_as_fp16_chain16"
+    return "triton_chain16"
+
+
+def interleaved_k_order(k, pairs_first=(0, 1), block=32):
+    """The k order of mma.sync m16n8k16 fed from 8-bit operands in Triton's MMAv2 layout (kWidth = 4: a
+    thread holds k = 4t..4t+3 and 16+4t..16+4t+3 of each 32-wide block, and each instruction takes two
+    of the four): per 32 of K, first k = 0, 1 (mod 4), then k = 2, 3 (mod 4). Indices past K are dropped,
+    as the masked loads' zeros add nothing."""
+    first = [i for i in range(block) if i % 4 in pairs_first]
+    order = first + [i for i in range(block) if i % 4 not in pairs_first]
+    return np.array([start + i for start in range(0, k, block) for i in order if start + i < k])
+
+
+def chain16_in_order(a, b, fmt, order, step=16):
+    """chain16 over k taken in `order`, 16 at a time (a step's products are fused, so only the sets matter)."""
+    a, b = a[:, order], b[order, :]
+    return segmented_chain(a, b, fmt, list(range(0, len(order), step)) + [len(order)])
+
+
+def triton_accumulator(case, data, rule, block_k, variant=None):
+    """The fp32 accumulator of the tutorial kernel under `rule` (variant: an alternative), before acc.to()."""
+    a, b, k = data["a"], data["b"], case["K"]
+    if rule == "triton_fp8_as_fp16_chain16":
+        a, b = fp8_as_fp16(a, case["dtype"]), fp8_as_fp16(b, case["dtype"])
+        if variant == "contiguous k16 steps":
+            return chain16(a, b, "fp16")
+        if variant == "k = 0..3 mod 8 first":
+            first = [j for j in range(32) if j % 8 < 4]
+            order = np.array([s + i for s in range(0, k, 32) for i in first + [j for j in range(32) if j not in first]
+                              if s + i < k])
+        else:
+            order = interleaved_k_order(k, (2, 3) if variant == "steps swapped" else (0, 1))
+        return chain16_in_order(a, b, "fp16", order)
+    if rule == "triton_chain16":
+        fmt = case["dtype"]
+        if variant == "block restart":  # each tl.dot from +0, added into acc in fp32
+            return reduce_partials(split_partials(a, b, fmt, list(range(0, k, block_k)) + [k]))
+        if variant == "residue first":
+            return segmented_chain(a, b, fmt, residue_first_bounds(k, block_k))
+        if variant == "ampere unit":
+            return as_f32(bitexact.mma(a, b, input_format=fmt, acc_format="fp32", arch="sm_80"))
+        if variant == "k interleaved as fp8":
+            return chain16_in_order(a, b, fmt, interleaved_k_order(k))
+        return chain16(a, b, fmt)
+    fmt = case["dtype"]
+    if variant == "fp16 chain16":
+        return chain16(fp8_as_fp16(a, fmt), fp8_as_fp16(b, fmt), "fp16")
+    promote = {"promote=4": 4, "block restart": block_k // 32}.get(variant)
+    window = int(variant.split("=")[1]) if variant and variant.startswith("window=") else 13
+    return fp8_product(a, b, fmt, fmt, promote, window, None if variant == "no step rounding" else 14)
+
+
+def triton_model(case, data, rule, block_k, variant=None):
+    """The output bits of the tutorial kernel: the accumulator rounded to nearest even into the output."""
+    return round_to(triton_accumulator(case, data, rule, block_k, variant), case["out_dtype"])
+
+
+TRITON_ALTERNATIVES = {
+    "triton_chain16": ["block restart", "residue first", "ampere unit", "k interleaved as fp8"],
+    "triton_fp8_chain": ["promote=4", "block restart", "window=12", "window=14", "no step rounding", "fp16 chain16"],
+    "triton_fp8_as_fp16_chain16": ["contiguous k16 steps", "steps swapped", "k = 0..3 mod 8 first"],
+}
+
+
+def cublas_case(case, call):
+    """matmul_rules' cuBLAS description of one of torch's calls on a Triton case's inputs."""
+    pseudo = dict(kernels=call["kernels"], algorithm=call.get("algorithm", {}), K=case["K"], out_dtype="fp16"
+                  if case["dtype"] in ("e4m3", "e5m2") else case["dtype"])
+    if call["file"] == "d_torch":
+        pseudo.update(op="matmul", dtype="fp16" if case["dtype"] in ("e4m3", "e5m2") else case["dtype"])
+    else:
+        pseudo.update(op="scaled_mm", a_type=case["dtype"], b_type=case["dtype"])
+    return pseudo
+
+
+def cublas_data(case, data, call):
+    if call["file"] == "d_torch" and case["dtype"] in ("e4m3", "e5m2"):
+        return {"a": fp8_as_fp16(data["a"], case["dtype"]), "b": fp8_as_fp16(data["b"], case["dtype"])}
+    one = np.ones((), np.float32)
+    return {"a": data["a"], "b": data["b"], "scale_a": one, "scale_b": one}
+
+
+def cublas_accumulator(pseudo, cdata, rule):
+    """cuBLAS's fp32 result at one element before the output rounding, and how it was formed."""
+    a, b, k = cdata["a"], cdata["b"], pseudo["K"]
+    if rule in ("splitk", "fp8_fast_splitk"):
+        bounds = split_bounds(k, int(pseudo["algorithm"]["numSplitsK"]), k_tile(pseudo["kernels"][0][0]))
+        if rule == "splitk":
+            parts = split_partials(a, b, pseudo["dtype"], bounds)
+        else:
+            parts = [fp8_product(a[:, lo:hi], b[lo:hi], pseudo["a_type"], pseudo["b_type"])
+                     for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+        return float(reduce_partials(parts)[0, 0]), (f"{len(parts)} splits at k = {bounds}, fp32 partials "
+                                                      f"{[float(p[0, 0]) for p in parts]} added in order")
+    if rule in ("fp8_fast", "fp8_default"):
+        acc = fp8_product(a, b, pseudo["a_type"], pseudo["b_type"], 4 if rule == "fp8_default" else None)
+        return float(acc[0, 0]), ("a chain over each 128 of K added into fp32" if rule == "fp8_default"
+                                  else "one chain over all of K")
+    if rule == "residue_first":
+        return float(segmented_chain(a, b, pseudo["dtype"], residue_first_bounds(k))[0, 0]), \
+            "16-product steps from the K residue tile first"
+    return float(chain16(a, b, pseudo["dtype"])[0, 0]), f"one chain of 16-product steps ({rule})"
+
+
+def explain_difference(case, data, run, pseudo, cdata, row, col):
+    """Why Triton's and cuBLAS's outputs differ at (row, col): both fp32 results before the output rounding."""
+    one = {"a": data["a"][row:row + 1], "b": data["b"][:, col:col + 1]}
+    rule = triton_rule(case, run)
+    triton = float(triton_accumulator(case, one, rule, run["config"]["BLOCK_SIZE_K"])[0, 0])
+    cublas, how = cublas_accumulator(pseudo, {key: value[row:row + 1] if key == "a" else value[:, col:col + 1]
+                                              if key == "b" else value for key, value in cdata.items()},
+                                     kernel_rule(pseudo))
+    return [f"    element ({row}, {col}): Triton {int(data['d'][row, col]):#06x} from fp32 {triton!r} ({rule}); "
+            f"cuBLAS {int(data[pseudo['file']][row, col]):#06x} from fp32 {cublas!r} ({how})"]
+
+
+def check_triton(folder, alternatives=False):
+    manifest = json.load(open(os.path.join(folder, "manifest.json")))
+    compared = failures = 0
+    rejected = collections.Counter()  # (rule, alternative) -> outputs where it differs from the GPU
+    per_rule = collections.Counter()
+    for case in manifest["cases"]:
+        if "error" in case:
+            print(f"{case['name']}: capture failed: {case['error']}")
+            continue
+        path = os.path.join(folder, case["name"])
+        data = load_case(path if os.path.isdir(path) else os.path.join(folder, "cases", case["name"]))
+        runs = [(f"d_config{row['index']}", row) for row in case.get("configs", []) if "error" not in row] \
+            if case.get("all_configs") else [("d", case)]
+        for key, run in runs:
+            if key not in data:
+                continue
+            rule, block_k = triton_rule(case, run), run["config"]["BLOCK_SIZE_K"]
+            got = triton_model(case, data, rule, block_k)
+            bad = int((got != data[key]).sum())
+            compared += got.size
+            failures += bad
+            per_rule[rule] += got.size
+            cfg = run["config"]
+            print(f"{case['name']} {key}: {rule} [BLOCK {cfg['BLOCK_SIZE_M']}x{cfg['BLOCK_SIZE_N']}x{block_k}, "
+                  f"{cfg['num_warps']} warps, {cfg['num_stages']} stages; {' '.join(run['kernel']['ptx_mma'])}], "
+                  f"{bad} of {got.size} differ", flush=True)
+            if alternatives:
+                for variant in TRITON_ALTERNATIVES[rule]:
+                    alt = triton_model(case, data, rule, block_k, variant)
+                    rejected[rule, variant] += int((alt != data[key]).sum())
+                    print(f"    alternative {variant!r}: {int((alt != data[key]).sum())} differ", flush=True)
+        for call in case.get("torch", []):
+            if "error" in call or call["file"] not in data:
+                continue
+            pseudo = dict(cublas_case(case, call), file=call["file"])
+            cdata = cublas_data(case, data, call)
+            cublas = model(pseudo, cdata, kernel_rule(pseudo))
+            versus = data[call["file"]] != data["d"]
+            print(f"    torch {call['call']}: {kernel_rule(pseudo)} [{call['kernels'][0][0][:50]}], "
+                  f"{int((cublas != data[call['file']]).sum())} of {cublas.size} differ from its cuBLAS rule; "
+                  f"{int(versus.sum())} differ from Triton's", flush=True)
+            if versus.any() and alternatives:
+                row, col = (int(x) for x in np.argwhere(versus)[0])
+                print("\n".join(explain_difference(case, data, case, pseudo, cdata, row, col)), flush=True)
+    for rule, count in sorted(per_rule.items()):
+        print(f"rule {rule}: {count} outputs; " + ", ".join(f"{variant!r} differs in {n}" for (r, variant), n in
+                                                            sorted(rejected.items()) if r == rule))
+    print(f"total: {compared} Triton outputs compared, {failures} differ")
     return failures
 
 
@@ -414,9 +626,74 @@ def pack(capture, out, keep_whole_below=480_000):
     open(os.path.join(out, "MANIFEST"), "w").write("\n".join(header + lines) + "\n")
 
 
+def pack_triton(capture, out, keep_whole_below=200_000):
+    """tests/data/matmul_triton: every case of a triton_matmul_capture.py run, whole when small, else
+    4 to 16 rows of A and columns of B (those where cuBLAS or a rejected rule differs from Triton first)."""
+    manifest = json.load(open(os.path.join(capture, "manifest.json")))
+    rng = np.random.default_rng(30)
+    os.makedirs(out, exist_ok=True)
+    kept_cases, lines = [], []
+    for case in manifest["cases"]:
+        if "error" in case:
+            continue
+        data = load_case(os.path.join(capture, "cases", case["name"]))
+        m, n, k = case["M"], case["N"], case["K"]
+        rule = "per config" if case["all_configs"] else triton_rule(case)
+        if case["all_configs"] or sum(v.nbytes for v in data.values()) <= keep_whole_below:
+            rows, cols = list(range(m)), list(range(n))
+        else:
+            limit = min(16, max(4, 131072 // (2 * k)))
+            masks = [data[key] != data["d"] for key in data if key.startswith("d_")]
+            block_k = case["config"]["BLOCK_SIZE_K"]
+            masks += [triton_model(case, data, rule, block_k, variant) != data["d"]
+                      for variant in TRITON_ALTERNATIVES[rule][:3]]
+            masks = sorted((mask for mask in masks if mask.any()), key=lambda mask: mask.sum())
+            where = np.concatenate([np.argwhere(mask) for mask in masks]) if masks else np.zeros((0, 2), int)
+            rows = pick(where[:, 0], m, limit, rng)
+            cols = pick(where[np.isin(where[:, 0], rows)][:, 1], n, limit, rng)
+        folder = os.path.join(out, case["name"])
+        os.makedirs(folder, exist_ok=True)
+        subset = {key: (value[rows] if key == "a" else value[:, cols] if key == "b" else value[np.ix_(rows, cols)])
+                  for key, value in data.items()}
+        entry = {key: value for key, value in case.items() if key != "kernels_second_run"}
+        entry["torch"] = [{key: value for key, value in call.items() if key != "kernels_second_run"}
+                          for call in case.get("torch", [])]
+        entry.update(rows=rows if len(rows) < m else "all", cols=cols if len(cols) < n else "all", rule=rule)
+        kept_cases.append(entry)
+        lines.append(f"case {case['name']} {m} {n} {k} {rule} rows={len(rows)} cols={len(cols)}")
+        for key, array in sorted(subset.items()):
+            path = os.path.join(folder, key + ".npy")
+            np.save(path, np.ascontiguousarray(array))
+            raw = open(path, "rb").read()
+            lines.append(f"file {fnv1a64(raw):016x} {hashlib.sha256(raw).hexdigest()} {case['name']}/{key}.npy")
+        print(lines[-len(subset) - 1], flush=True)
+    versions = manifest["versions"]
+    json.dump({"versions": versions, "configs": manifest["configs"], "cases": kept_cases},
+              open(os.path.join(out, "manifest.json"), "w"), indent=1)
+    raw = open(os.path.join(out, "manifest.json"), "rb").read()
+    lines.append(f"file {fnv1a64(raw):016x} {hashlib.sha256(raw).hexdigest()} manifest.json")
+    header = [
+        "# Triton tutorial matrix-product captures (cuda/capture/triton_matmul_capture.py; "
+        "tools/analysis/matmul_rules.py pack-triton).",
+        f"# GPU {versions['gpu']} (sm_{versions['capability'].replace('.', '')}, {versions['sm_count']} SMs), "
+        f"{versions['nvidia_smi']}, Triton {versions['triton']}, torch {versions['torch']}, CUDA {versions['cuda']}, "
+        f"cuBLAS {versions['libraries'].get('cublas')}, captured {versions['date_utc']}.",
+        "# case NAME M N K RULE rows=KEPT cols=KEPT (the rows of A and of every d* and the columns of B and of",
+        "#   every d* kept; manifest.json lists them, the config and the kernel facts; RULE 'per config': the",
+        "#   case ran every configuration, d_config<i>, each with its own rule)",
+        "# file FNV1A64 SHA256 PATH",
+    ]
+    open(os.path.join(out, "MANIFEST"), "w").write("\n".join(header + lines) + "\n")
+
+
 def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "check":
         sys.exit(1 if check(sys.argv[2], "--alternatives" in sys.argv) else 0)
+    if len(sys.argv) >= 3 and sys.argv[1] == "check-triton":
+        sys.exit(1 if check_triton(sys.argv[2], "--alternatives" in sys.argv) else 0)
+    if len(sys.argv) == 4 and sys.argv[1] == "pack-triton":
+        pack_triton(sys.argv[2], sys.argv[3])
+        return
     if len(sys.argv) == 4 and sys.argv[1] == "pack":
         pack(sys.argv[2], sys.argv[3])
         return

@@ -219,7 +219,7 @@ int identify(const matmul_options& o, const matmul::gemm_call<InA, InB, Out>& ca
   if (o.kernel) candidates.push_back(*o.kernel);
   else
     for (const matmul::gemm_description& d : matmul::gemm_presets())
-      if (d.tensor_core->takes(InA) && d.tensor_core->takes(InB)) candidates.push_back(d);
+      if (matmul::takes(d, InA, InB)) candidates.push_back(d);
   struct result {
     std::string name;
     int splits;

@@ -109,11 +109,12 @@ std::vector<value<e4m3>> random_e4m3(std::size_t size, unsigned seed) {
 // D of the description read back from `json` (changed by `change`), for
 // inputs on which every field has work to do: K = 1000 in two splits, C with
 // alpha and beta, into fp32; or fp8 with block scales of both kinds.
-std::vector<std::uint32_t> bits_of(const nlohmann::json& json) {
+// The inputs are chosen by the unchanged description, `base`.
+std::vector<std::uint32_t> bits_of(const nlohmann::json& json, const matmul::gemm_description& base) {
   const matmul::gemm_description d = matmul::gemm_from_json(json.dump());
   std::vector<std::uint32_t> out;
   const std::size_t m = 24, n = 136, k = 1000;
-  if (d.tensor_core->takes(bf16)) {
+  if (matmul::takes(base, bf16, bf16)) {
     const std::vector<bfloat16> a = random_matrix(m * k, 11, 20), b = random_matrix(k * n, 12, 20);
     std::vector<float32> c(m * n);
     for (std::size_t i = 0; i < c.size(); ++i) c[i] = convert<fp32>(a[i]).result;
@@ -131,6 +132,14 @@ std::vector<std::uint32_t> bits_of(const nlohmann::json& json) {
     return s;
   };
   const std::vector<float32> sa = scales(m * 8), sb_blocks = scales(8 * 2), sb_columns = scales(8 * n);
+  if (base.promotion_k != 128) {  // no block scales: tensor scales
+    matmul::gemm_call<e4m3, e4m3, fp32> call;
+    call.shape = {m, n, k}, call.a = a, call.b = b;
+    call.a_scales = call.b_scales = matmul::scale_layout::tensor;
+    call.scale_a = std::span<const float32>(sa).first(1), call.scale_b = std::span<const float32>(sb_blocks).first(1);
+    for (const float32 x : matmul::gemm(d, call)) out.push_back(x.bits);
+    return out;
+  }
   for (const bool square : {true, false}) {
     matmul::gemm_call<e4m3, e4m3, fp32> call;
     call.shape = {m, n, k}, call.a = a, call.b = b;
@@ -165,6 +174,8 @@ TEST_CASE("matmul descriptions: every field changes the bits on some input, or t
       {"cublas_sm90_fp8", "k_tile", 100, true},
       {"cublas_sm90_fp8", "splits", 0, true},
       {"cublas_sm90_fp8", "unknown", 1, true},
+      {"triton_matmul_sm90_fp8_two_warps", "k_order", "ascending"},
+      {"triton_matmul_sm90_fp8_two_warps", "operands", "as_given", true},  // the 16-bit unit takes no e4m3
   };
   std::set<std::string> fields_changed;
   for (const change& c : changes) {
@@ -176,9 +187,10 @@ TEST_CASE("matmul descriptions: every field changes the bits on some input, or t
     changed[c.field] = c.other;
     CAPTURE(c.field);
     if (c.refused) {
-      CHECK_THROWS_AS(bits_of(changed), std::invalid_argument);
+      CHECK_THROWS_AS(bits_of(changed, matmul::gemm_from_json(base.dump())), std::invalid_argument);
     } else {
-      CHECK(bits_of(base) != bits_of(changed));
+      const matmul::gemm_description unchanged = matmul::gemm_from_json(base.dump());
+      CHECK(bits_of(base, unchanged) != bits_of(changed, unchanged));
     }
     fields_changed.insert(c.field);
   }

@@ -51,6 +51,7 @@ from +0, the last block's missing k read as zeros; acc.to(output) rounds to near
 import collections
 import hashlib
 import json
+import math
 import os
 import re
 import sys
@@ -626,6 +627,17 @@ def pack(capture, out, keep_whole_below=480_000):
     open(os.path.join(out, "MANIFEST"), "w").write("\n".join(header + lines) + "\n")
 
 
+def finite_json(x):
+    """x with every non-finite float replaced by None (JSON has no Infinity or NaN)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: finite_json(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [finite_json(v) for v in x]
+    return x
+
+
 def pack_triton(capture, out, keep_whole_below=200_000):
     """tests/data/matmul_triton: every case of a triton_matmul_capture.py run, whole when small, else
     4 to 16 rows of A and columns of B (those where cuBLAS or a rejected rule differs from Triton first)."""
@@ -668,8 +680,9 @@ def pack_triton(capture, out, keep_whole_below=200_000):
             lines.append(f"file {fnv1a64(raw):016x} {hashlib.sha256(raw).hexdigest()} {case['name']}/{key}.npy")
         print(lines[-len(subset) - 1], flush=True)
     versions = manifest["versions"]
-    json.dump({"versions": versions, "configs": manifest["configs"], "cases": kept_cases},
-              open(os.path.join(out, "manifest.json"), "w"), indent=1)
+    # Strict JSON (a config the autotuner could not run timed as inf becomes null), for C++ readers.
+    json.dump(finite_json({"versions": versions, "configs": manifest["configs"], "cases": kept_cases}),
+              open(os.path.join(out, "manifest.json"), "w"), indent=1, allow_nan=False)
     raw = open(os.path.join(out, "manifest.json"), "rb").read()
     lines.append(f"file {fnv1a64(raw):016x} {hashlib.sha256(raw).hexdigest()} manifest.json")
     header = [

@@ -54,6 +54,23 @@ struct gemm_epilogue {
   alpha_beta_rule alpha_beta_split_k = alpha_beta_rule::fma_beta;  // in the reduce kernel
 };
 
+// What the kernel does to fp8 operands before its tensor core sees them.
+enum class operand_rule {
+  as_given,  // the tensor core takes them as they are
+  // cvt.rn.f16x2.e4m3x2 / .e5m2x2 (exact) and a 16-bit tensor core: Triton's
+  // tl.dot on fp8 with 2 warps (mma.sync m16n8k16 .f16, not the fp8 wgmma).
+  widened_to_fp16,
+};
+
+// The order in which the tensor core's steps take K.
+enum class k_order {
+  ascending,  // 0, 1, 2, ...: each step the next products_per_step of K
+  // Within each 32 of K, first the k with k mod 4 in {0, 1}, then those with
+  // k mod 4 in {2, 3}: Triton's fp8 operands widened to fp16 (their kWidth
+  // of 4 packs four k a thread, two of them a step).
+  pairs_mod_4_in_32,
+};
+
 struct gemm_description {
   std::string name;
   std::string summary;  // who runs it, when
@@ -72,11 +89,20 @@ struct gemm_description {
   // `promotion_k` of the split, from zero, added into an fp32 accumulator
   // ("promotion": cuBLAS's fp8 default every 128).
   std::size_t promotion_k = 0;
+  operand_rule operands = operand_rule::as_given;
+  k_order order = k_order::ascending;
   gemm_epilogue epilogue;
 };
 
 inline std::size_t k_per_step(const gemm_description& d) {
   return static_cast<std::size_t>(d.tensor_core->unit.products_per_step);
+}
+
+// Whether the description computes products of A in format a and B in b.
+inline bool takes(const gemm_description& d, format a, format b) {
+  if (d.operands == operand_rule::widened_to_fp16)
+    return (a == e4m3 || a == e5m2) && (b == e4m3 || b == e5m2) && d.tensor_core->takes(fp16);
+  return d.tensor_core->takes(a) && d.tensor_core->takes(b);
 }
 
 // The combination the emulator computes, or std::invalid_argument naming the
@@ -95,6 +121,11 @@ inline void check_description(const gemm_description& d, std::string_view who = 
     refuse("promotion_k", "0, or a multiple of the tensor core's " + std::to_string(step) + " products a step");
   if (d.promotion_k != 0 && d.k_tile % d.promotion_k != 0)
     refuse("promotion_k", "a split's share of K is whole K tiles, so k_tile must be a multiple of promotion_k");
+  if (d.operands == operand_rule::widened_to_fp16 && !d.tensor_core->takes(fp16))
+    refuse("operands", "widened_to_fp16 needs a tensor core that takes fp16");
+  if (d.order == k_order::pairs_mod_4_in_32 &&
+      (step != 16 || d.k_tile % 32 != 0 || (d.promotion_k != 0 && d.promotion_k % 32 != 0)))
+    refuse("k_order", "pairs_mod_4_in_32 needs 16 products a step and K tiles and promotion in whole 32s of K");
 }
 
 }  // namespace bitexact::matmul

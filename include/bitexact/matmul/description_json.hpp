@@ -22,6 +22,10 @@ inline const description_json::table<block_scaling> block_scalings{
     {"scale_a_then_fma_with_b", block_scaling::scale_a_then_fma_with_b}};
 inline const description_json::table<alpha_beta_rule> alpha_beta_rules{{"fma_alpha", alpha_beta_rule::fma_alpha},
                                                                        {"fma_beta", alpha_beta_rule::fma_beta}};
+inline const description_json::table<operand_rule> operand_rules{{"as_given", operand_rule::as_given},
+                                                                 {"widened_to_fp16", operand_rule::widened_to_fp16}};
+inline const description_json::table<k_order> k_orders{{"ascending", k_order::ascending},
+                                                       {"pairs_mod_4_in_32", k_order::pairs_mod_4_in_32}};
 // The reduce kernel's order and format: the one the captures show.
 inline const description_json::table<bool> split_reductions{{"fp32_in_split_order", true}};
 
@@ -40,6 +44,8 @@ inline gemm_description gemm_from_json(std::string_view text) {
   d.splits = fields.integer("splits", 1, 256);
   fields.named("split_reduction", names::split_reductions);
   d.promotion_k = static_cast<std::size_t>(fields.integer("promotion_k", 0, 1 << 20));
+  d.operands = fields.named("operands", names::operand_rules);
+  d.order = fields.named("k_order", names::k_orders);
   d.epilogue.blocks_128x128 = fields.named("block_scaling_128x128", names::block_scalings);
   d.epilogue.blocks_1x128 = fields.named("block_scaling_1x128", names::block_scalings);
   d.epilogue.alpha_beta = fields.named("alpha_beta", names::alpha_beta_rules);
@@ -59,6 +65,8 @@ inline nlohmann::ordered_json gemm_to_json(const gemm_description& d) {
   j["splits"] = d.splits;
   j["split_reduction"] = "fp32_in_split_order";
   j["promotion_k"] = d.promotion_k;
+  j["operands"] = description_json::name_of(names::operand_rules, d.operands);
+  j["k_order"] = description_json::name_of(names::k_orders, d.order);
   j["block_scaling_128x128"] = description_json::name_of(names::block_scalings, d.epilogue.blocks_128x128);
   j["block_scaling_1x128"] = description_json::name_of(names::block_scalings, d.epilogue.blocks_1x128);
   j["alpha_beta"] = description_json::name_of(names::alpha_beta_rules, d.epilogue.alpha_beta);

@@ -32,6 +32,7 @@
 #include "../core/format.hpp"
 #include "../core/operations.hpp"
 #include "../hardware/alu.hpp"
+#include "../core/dispatch.hpp"
 #include "../hardware/mma.hpp"
 #include "../host/parallel.hpp"
 #include "chain.hpp"
@@ -111,9 +112,11 @@ void check_call(const gemm_description& d, const gemm_call<InA, InB, Out>& call)
     refuse("the shape is too large to emulate (each extent at most 2^24, each matrix at most 2^34 elements)");
   if (call.a.size() != s.m * s.k) refuse("A needs M x K values");
   if (call.b.size() != s.k * s.n) refuse("B needs K x N values");
-  if (!d.tensor_core->takes(InA) || !d.tensor_core->takes(InB))
-    refuse("the tensor core " + std::string(d.tensor_core->unit_name) + " (" + std::string(d.tensor_core->instruction) +
-           ") takes no " + std::string(name_of(d.tensor_core->takes(InA) ? InB : InA)) + " inputs");
+  if (!takes(d, InA, InB))
+    refuse("'" + d.name + "' takes no " + std::string(name_of(InA)) + " x " + std::string(name_of(InB)) +
+           " products (its tensor core " + std::string(d.tensor_core->unit_name) + ", " +
+           std::string(d.tensor_core->instruction) +
+           (d.operands == operand_rule::widened_to_fp16 ? ", on fp8 operands widened to fp16)" : ")"));
   if (!call.c.empty() && call.c.size() != s.m * s.n) refuse("C needs M x N values");
   if (!call.bias.empty() && call.bias.size() != s.n) refuse("the bias needs N values");
   if (!call.bias.empty() && !call.c.empty()) refuse("a bias and C together are not modelled (no capture has both)");
@@ -198,13 +201,44 @@ class chain_source {
 
 }  // namespace detail
 
-// D, rounded to Out (row-major [M][N]).
-template <format InA, format InB, format Out>
-std::vector<value<Out>> gemm(const gemm_description& d, const gemm_call<InA, InB, Out>& call) {
-  check_call(d, call);
+namespace detail {
+
+// K positions in the order the tensor core's steps take them: position p of
+// the reordered operands holds k = position_of(p); past K, zeros.
+inline std::size_t ordered_k(k_order order, std::size_t p) {
+  if (order == k_order::ascending) return p;
+  const std::size_t block = p / 32, within = p % 32, pair = within % 16;
+  // Step 0 of the block: k mod 4 in {0, 1}; step 1: k mod 4 in {2, 3}.
+  return block * 32 + (pair / 2) * 4 + (within / 16) * 2 + pair % 2;
+}
+
+// A [M][K] and B [K][N] with K reordered (and padded to whole 32s) and each
+// value converted to To.
+template <format To, format From>
+std::vector<value<To>> reordered(std::span<const value<From>> x, std::size_t rows, std::size_t columns, bool k_is_column,
+                                 k_order order, std::size_t padded_k) {
+  const std::size_t k = k_is_column ? columns : rows;
+  const std::size_t out_rows = k_is_column ? rows : padded_k, out_columns = k_is_column ? padded_k : columns;
+  std::vector<value<To>> out(out_rows * out_columns);
+  for (std::size_t r = 0; r < out_rows; ++r)
+    for (std::size_t c = 0; c < out_columns; ++c) {
+      const std::size_t kk = ordered_k(order, k_is_column ? c : r);
+      if (kk >= k) continue;
+      const value<From> v = k_is_column ? x[r * columns + kk] : x[kk * columns + c];
+      if constexpr (To == From) out[r * out_columns + c] = v;
+      else out[r * out_columns + c] = convert<To>(v).result;  // fp8 to fp16: exact
+    }
+  return out;
+}
+
+// The fp32 sum of every output before the epilogue: splits of pieces of
+// chains from `source`, as the description says; `k_end` rounds a range's end
+// up to the reordered K's blocks.
+template <class Source, format InA, format InB, format Out>
+std::vector<float32> accumulate(const gemm_description& d, const gemm_call<InA, InB, Out>& call, const Source& source,
+                                std::size_t padded_k) {
   const gemm_shape& s = call.shape;
   const std::size_t outputs = s.m * s.n;
-  const detail::chain_source<InA, InB> source(d.tensor_core->unit, s, call.a, call.b);
   const bool blocks = call.a_scales == scale_layout::block_1x128;
   const block_scaling rule =
       call.b_scales == scale_layout::block_128x128 ? d.epilogue.blocks_128x128 : d.epilogue.blocks_1x128;
@@ -212,6 +246,7 @@ std::vector<value<Out>> gemm(const gemm_description& d, const gemm_call<InA, InB
     return call.b_scales == scale_layout::block_128x128 ? call.scale_b[block * blocks_of(s.n) + col / 128]
                                                         : call.scale_b[block * s.n + col];
   };
+  const auto k_end = [&](std::size_t end) { return end == s.k ? padded_k : end; };
   std::vector<float32> sum(outputs), acc(outputs), piece(outputs);
   bool first_split = true;
   for (int split = 0; split < d.splits; ++split) {
@@ -220,7 +255,7 @@ std::vector<value<Out>> gemm(const gemm_description& d, const gemm_call<InA, InB
     const std::size_t width = d.promotion_k == 0 ? split_end - split_first : d.promotion_k;
     for (std::size_t first = split_first; first < split_end; first += width) {
       const std::size_t end = std::min(split_end, first + width);
-      source.chains(first, end, piece, call.threads);
+      source.chains(first, k_end(end), piece, call.threads);
       const bool first_piece = first == split_first;
       if (blocks) {
         const std::size_t block = first / 128;
@@ -241,6 +276,38 @@ std::vector<value<Out>> gemm(const gemm_description& d, const gemm_call<InA, InB
     for (std::size_t i = 0; i < outputs; ++i) sum[i] = first_split ? acc[i] : ptx::add_f32(sum[i], acc[i]);
     first_split = false;
   }
+  return sum;
+}
+
+// The sum through the operands the tensor core sees (operand_rule, k_order).
+template <format InA, format InB, format Out>
+std::vector<float32> sum_of(const gemm_description& d, const gemm_call<InA, InB, Out>& call) {
+  const gemm_shape& s = call.shape;
+  const fused_sum_unit& unit = d.tensor_core->unit;
+  const bool widened = d.operands == operand_rule::widened_to_fp16;
+  if (!widened && d.order == k_order::ascending)
+    return accumulate(d, call, chain_source<InA, InB>(unit, s, call.a, call.b), s.k);
+  const std::size_t padded = d.order == k_order::ascending ? s.k : (s.k + 31) / 32 * 32;
+  const auto with = [&](auto a_tag, auto b_tag) {
+    constexpr format A = decltype(a_tag)::fmt, B = decltype(b_tag)::fmt;
+    const std::vector<value<A>> a = reordered<A, InA>(call.a, s.m, s.k, true, d.order, padded);
+    const std::vector<value<B>> b = reordered<B, InB>(call.b, s.k, s.n, false, d.order, padded);
+    return accumulate(d, call, chain_source<A, B>(unit, {s.m, s.n, padded}, a, b), padded);
+  };
+  if constexpr (InA.width() == 8 && InB.width() == 8)
+    if (widened) return with(format_tag<fp16>{}, format_tag<fp16>{});
+  return with(format_tag<InA>{}, format_tag<InB>{});
+}
+
+}  // namespace detail
+
+// D, rounded to Out (row-major [M][N]).
+template <format InA, format InB, format Out>
+std::vector<value<Out>> gemm(const gemm_description& d, const gemm_call<InA, InB, Out>& call) {
+  check_call(d, call);
+  const gemm_shape& s = call.shape;
+  const std::size_t outputs = s.m * s.n;
+  const std::vector<float32> sum = detail::sum_of(d, call);
   std::vector<value<Out>> out(outputs);
   const bool scaled = call.a_scales == scale_layout::tensor || call.a_scales == scale_layout::rows;
   const bool alpha = call.alpha.bits != from_host(1.0f).bits || !call.c.empty();

@@ -47,9 +47,44 @@ inline gemm_description cublas_sm90_fp8_fast_accum_description() {
   return d;
 }
 
+// Triton 3.6's tutorial matmul (03-matrix-multiplication: acc = tl.dot(a, b,
+// acc) over BLOCK_K blocks, one fp32 accumulator from +0, cast to the output
+// at the end) on sm_90 under torch 2.11, for bf16 and fp16: wgmma k16 (4 or 8
+// warps) or mma.sync m16n8k16 (2 warps), one chain over K either way; the
+// block sizes, GROUP_SIZE_M and num_stages change no bit (tests/data/matmul_triton).
+inline gemm_description triton_matmul_sm90_description() {
+  gemm_description d = cublas_sm90_description();
+  d.name = "triton_matmul_sm90";
+  d.summary = "Triton's tutorial matmul (tl.dot) on bf16 and fp16: one chain over K (any configuration)";
+  return d;
+}
+
+// The same on e4m3 or e5m2 with 4 or 8 warps: the fp8 wgmma k32, never
+// promoted (Triton's max_num_imprecise_acc default on sm_90 is 2^30).
+inline gemm_description triton_matmul_sm90_fp8_description() {
+  gemm_description d = cublas_sm90_fp8_fast_accum_description();
+  d.name = "triton_matmul_sm90_fp8";
+  d.summary = "Triton's tutorial matmul on e4m3/e5m2 with 4 or 8 warps: the fp8 wgmma's chain over K, no promotion";
+  return d;
+}
+
+// The same with 2 warps: the operands widened to fp16 (cvt.rn.f16x2.e4m3x2)
+// for mma.sync m16n8k16 .f16, K taken in pairs (kWidth 4) within each 32.
+inline gemm_description triton_matmul_sm90_fp8_two_warps_description() {
+  gemm_description d = cublas_sm90_description();
+  d.name = "triton_matmul_sm90_fp8_two_warps";
+  d.summary = "Triton's tutorial matmul on e4m3/e5m2 with 2 warps: widened to fp16, 16-product steps of k mod 4 in "
+              "{0,1} then {2,3} in each 32";
+  d.operands = operand_rule::widened_to_fp16;
+  d.order = k_order::pairs_mod_4_in_32;
+  return d;
+}
+
 inline const std::vector<gemm_description>& gemm_presets() {
-  static const std::vector<gemm_description> presets{cublas_sm90_description(), cublas_sm90_fp8_description(),
-                                                     cublas_sm90_fp8_fast_accum_description()};
+  static const std::vector<gemm_description> presets{
+      cublas_sm90_description(),          cublas_sm90_fp8_description(),
+      cublas_sm90_fp8_fast_accum_description(), triton_matmul_sm90_description(),
+      triton_matmul_sm90_fp8_description(),     triton_matmul_sm90_fp8_two_warps_description()};
   return presets;
 }
 

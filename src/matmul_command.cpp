@@ -69,6 +69,7 @@ struct matmul_options {
   std::optional<double> alpha, beta;
   std::optional<int> splits;
   bool identify = false;
+  std::optional<std::pair<std::size_t, std::size_t>> explain;  // --explain ROW,COL
   unsigned threads = 0;
 };
 
@@ -135,6 +136,14 @@ std::vector<option> option_table(matmul_options& o) {
        "description) with every split count from 1 to 64; name those that give\n"
        "every bit, or the nearest three",
        [&](std::string_view) { o.identify = true; }},
+      {"--explain", "ROW,COL", "account for one element of D: every fused step of its chains (the\n"
+                               "window, the terms cut), the pieces, the splits, the epilogue",
+       [&](std::string_view text) {
+         const std::vector<std::string_view> parts = split_list(text);
+         if (parts.size() != 2) fail("matmul: --explain takes ROW,COL (two integers), not '" + printable(text) + "'");
+         o.explain = std::pair{parse_integer(parts[0], std::size_t{0}, std::size_t{1} << 24, "a row from 0"),
+                               parse_integer(parts[1], std::size_t{0}, std::size_t{1} << 24, "a column from 0")};
+       }},
       {"--threads", "N", "threads to compute on (default 0: one per core; the bits are the same)",
        [&](std::string_view n) { o.threads = parse_integer(n, 0u, 1024u, "an integer from 0 to 1024"); }},
   };
@@ -207,6 +216,44 @@ std::string_view layout_name(matmul::scale_layout layout, bool of_a) {
     case matmul::scale_layout::block_128x128: return "128 x 128 blocks";
   }
   return "?";
+}
+
+template <format F>
+std::string value_text(value<F> x) {
+  return fmt::format("0x{:0{}X} ({})", x.bits, F.width() / 4, to_double(x));
+}
+
+// The account of one output (matmul::explain_output), as text.
+template <format Out>
+void print_explanation(const matmul::gemm_description& d, const matmul::output_explanation<Out>& e) {
+  std::printf("D[%zu, %zu] (row, col) by %s: %zu split%s of K%s%s\n", e.row, e.col, d.name.c_str(), e.splits.size(),
+              e.splits.size() == 1 ? "" : "s", e.widened ? ", operands widened to fp16" : "",
+              e.reordered ? ", K in pairs mod 4 within each 32 (positions below are in that order)" : "");
+  for (std::size_t s = 0; s < e.splits.size(); ++s) {
+    const matmul::split_record& split = e.splits[s];
+    std::printf("split %zu: K %zu to %zu\n", s, split.first, split.end);
+    for (const matmul::piece_record& piece : split.pieces) {
+      std::printf("  chain over K %zu to %zu from +0, %zu step%s of %d products (e_max, the lowest bit kept, terms cut):\n",
+                  piece.first, piece.end, piece.steps.size(), piece.steps.size() == 1 ? "" : "s",
+                  d.tensor_core->unit.products_per_step);
+      for (const matmul::step_record& step : piece.steps)
+        std::printf("    K %5zu to %5zu  e_max %4d  lsb 2^%-4d  %2d cut  -> %s\n", step.k_first, step.k_end - 1, step.e_max,
+                    step.lsb_exponent, step.terms_cut, value_text(step.after).c_str());
+      if (split.pieces.size() > 1 || e.blocks)
+        std::printf("  %s: the split's fp32 accumulator %s\n",
+                    e.blocks ? fmt::format("with block scales {} and {}", to_double(piece.sa), to_double(piece.sb)).c_str()
+                             : "promoted",
+                    value_text(piece.accumulator).c_str());
+    }
+    if (e.splits.size() > 1)
+      std::printf("  %s %s\n", s == 0 ? "partial 0:" : fmt::format("partials 0 to {} added:", s).c_str(),
+                  value_text(split.total).c_str());
+  }
+  std::printf("sum %s\n", value_text(e.epilogue.sum).c_str());
+  if (e.epilogue.has_scale) std::printf("times fl32(scale_a * scale_b): %s\n", value_text(e.epilogue.scaled).c_str());
+  if (e.epilogue.has_alpha_beta) std::printf("alpha and beta x C: %s\n", value_text(e.epilogue.combined).c_str());
+  if (e.epilogue.has_bias) std::printf("plus the bias: %s\n", value_text(e.epilogue.biased).c_str());
+  std::printf("rounded to %s: %s\n", std::string(name_of(Out)).c_str(), value_text(e.out).c_str());
 }
 
 // --identify: every preset that takes these formats (or the --kernel
@@ -307,6 +354,8 @@ int run(const matmul_options& o, matmul::gemm_description d) {
     expected = std::move(values);
   }
   if (o.splits) d.splits = *o.splits;
+  if (o.explain && (o.explain->first >= s.m || o.explain->second >= s.n))
+    fail(fmt::format("matmul: --explain {},{} is outside D, [{}, {}]", o.explain->first, o.explain->second, s.m, s.n));
   try {
     matmul::check_call(d, call);
   } catch (const std::invalid_argument& e) {
@@ -320,6 +369,11 @@ int run(const matmul_options& o, matmul::gemm_description d) {
               c.empty() ? "" : ", C", bias.empty() ? "" : ", bias", std::string(name_of(Out)).c_str(), d.name.c_str());
   std::fflush(stdout);
   if (o.identify) return identify(o, call, *expected);
+  if (o.explain) {
+    const auto [row, col] = *o.explain;
+    print_explanation(d, matmul::explain_output(d, call, row, col));
+    return 0;
+  }
   std::printf("%d split%s of K, %s\n", d.splits, d.splits == 1 ? "" : "s",
               d.promotion_k == 0 ? "one chain over each split"
                                  : fmt::format("chains over each {} of K added into fp32", d.promotion_k).c_str());
@@ -339,9 +393,9 @@ int run(const matmul_options& o, matmul::gemm_description d) {
   std::printf("D: %zu element%s compared, %llu mismatch%s\n", out.size(), out.size() == 1 ? "" : "s",
               static_cast<unsigned long long>(count), count == 1 ? "" : "es");
   if (count == 0) return 0;
-  const auto text = [](value<Out> x) { return fmt::format("0x{:0{}X} ({})", x.bits, Out.width() / 4, to_double(x)); };
   std::printf("first mismatch at [%zu, %zu] (row, col)\n  file  %s\n  model %s\n", first / s.n, first % s.n,
-              text((*expected)[first]).c_str(), text(out[first]).c_str());
+              value_text((*expected)[first]).c_str(), value_text(out[first]).c_str());
+  print_explanation(d, matmul::explain_output(d, call, first / s.n, first % s.n));
   return 1;
 }
 
@@ -398,6 +452,8 @@ int matmul_command(const arguments& args) {
          "; see bitexact matmul --help");
   o.a_path = files[0], o.b_path = files[1];
   if (o.identify && o.expect_path.empty()) fail("matmul: --identify needs --expect FILE, the bits to identify");
+  if (o.explain && (o.identify || !o.expect_path.empty() || !o.out_path.empty()))
+    fail("matmul: --explain accounts for one element; it takes no --identify, --expect or --out");
   if (o.identify && (o.splits || !o.out_path.empty()))
     fail("matmul: --identify tries every split count; it takes no --splits or --out");
   const bool fp8 = o.input == e4m3 || o.input == e5m2;

@@ -901,7 +901,8 @@ bitexact_cli_test(matmul_one_chain_misses_the_splits RC 1 ARGS matmul ${mm_split
   --expect ${mm_split}/d.npy CONTAINS "D: 256 elements compared, 17 mismatches" "first mismatch at [0, 0] (row, col)"
   "file  0x4821 (164864)" "model 0x4820 (163840)")
 bitexact_cli_test(matmul_identify ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy --expect ${mm_split}/d.npy --identify
-  CONTAINS "256 elements, with 2 splits (--splits)")
+  CONTAINS "every bit of" "(256 elements), of 128 candidates (2 descriptions x split counts 1 to 64)" "cublas_sm90, --splits 2"
+  "triton_matmul_sm90, --splits 2")
 set(mm_linear ${matmul_data}/bf16_linear_64x64x8192)
 bitexact_cli_test(matmul_bias_split_k ARGS matmul ${mm_linear}/a.npy ${mm_linear}/b.npy --bias ${mm_linear}/bias.npy
   --splits 6 --expect ${mm_linear}/d.npy CONTAINS ", bias -> bf16" "D: 64 elements compared, 0 mismatches")
@@ -980,6 +981,24 @@ set(mm_fp8_split ${matmul_data}/fp8_e4m3_bf16_fast_64x64x16384)
 bitexact_cli_test(matmul_fp8_split_k ARGS matmul ${mm_fp8_split}/a.npy ${mm_fp8_split}/b.npy --in-format e4m3
   --scale-a 0.0625 --scale-b 0.125 --preset cublas_sm90_fp8_fast_accum --splits 6 --expect ${mm_fp8_split}/d.npy
   CONTAINS "6 splits of K" "D: 16 elements compared, 0 mismatches")
+# --explain: one element's account; a mismatch's account; Triton's presets on its captures.
+bitexact_cli_test(matmul_explain ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy --splits 2 --explain 0,0
+  CONTAINS "D[0, 0] (row, col) by cublas_sm90: 2 splits of K" "split 1: K 1536 to 3000"
+  "K  2992 to  2999  e_max   16  lsb 2^-9     7 cut  -> 0x4792C4A3 (75145.2734375)"
+  "partials 0 to 1 added: 0x4820804C (164353.1875)" "rounded to bf16: 0x4821 (164864)")
+bitexact_cli_test(matmul_error_explain_outside RC 2 ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy --explain 16,0
+  ONE_LINE_ERROR ERROR_CONTAINS "--explain 16,0 is outside D, [16, 16]")
+bitexact_cli_test(matmul_mismatch_explained RC 1 ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy
+  --expect ${mm_split}/d.npy CONTAINS "first mismatch at [0, 0] (row, col)" "D[0, 0] (row, col) by cublas_sm90: 1 split of K"
+  "rounded to bf16: 0x4820 (163840)")
+set(triton_data ${CMAKE_CURRENT_LIST_DIR}/data/matmul_triton)
+set(tr_two_warps ${triton_data}/e5m2_256x256x1024_fp8_mixed)
+bitexact_cli_test(matmul_triton_fp8_two_warps ARGS matmul ${tr_two_warps}/a.npy ${tr_two_warps}/b.npy --in-format e5m2
+  --scale-a 1 --scale-b 1 --out-format fp16 --preset triton_matmul_sm90_fp8_two_warps --expect ${tr_two_warps}/d.npy
+  CONTAINS "D: 256 elements compared, 0 mismatches")
+bitexact_cli_test(matmul_triton_fp8_identify ARGS matmul ${tr_two_warps}/a.npy ${tr_two_warps}/b.npy --in-format e5m2
+  --scale-a 1 --scale-b 1 --out-format fp16 --expect ${tr_two_warps}/d.npy --identify
+  CONTAINS "triton_matmul_sm90_fp8_two_warps, --splits 1")
 # An fp8 step (the sm90_fp8 unit: 32 products, 13 bits, each sum rounded toward zero to E8M13): the sum
 # 111.0000100000111 has 16 significant bits, and E8M13 keeps 14.
 bitexact_cli_test(trace_mma_fp8_e8m13 ARGS trace mma 1.875,1.875,0.029296875,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0 1.875,1.875,0.029296875,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0 0

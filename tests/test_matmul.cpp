@@ -199,3 +199,51 @@ TEST_CASE("matmul descriptions: every field changes the bits on some input, or t
   for (const auto& [field, value] : every.items())
     if (field != "name" && field != "summary") CHECK_MESSAGE(fields_changed.count(field) == 1, field);
 }
+
+TEST_CASE("matmul explain_output gives gemm's bits, through splits, promotion, block scales and widened operands") {
+  std::size_t compared = 0;
+  // bf16, 3 splits, C with alpha and beta, into fp32.
+  {
+    const std::size_t m = 5, n = 9, k = 700;
+    const std::vector<bfloat16> a = random_matrix(m * k, 21, 20), b = random_matrix(k * n, 22, 20);
+    std::vector<float32> c(m * n, from_host(0.25f));
+    matmul::gemm_call<bf16, bf16, fp32> call;
+    call.shape = {m, n, k}, call.a = a, call.b = b, call.c = c, call.alpha = from_host(0.7f), call.beta = from_host(1.3f);
+    matmul::gemm_description d = matmul::find_gemm_preset("cublas_sm90");
+    d.splits = 3;
+    const auto all = matmul::gemm(d, call);
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j, ++compared) {
+        const auto e = matmul::explain_output(d, call, i, j);
+        CHECK(e.out.bits == all[i * n + j].bits);
+        CHECK(e.splits.size() == 3);
+        CHECK(e.splits[0].pieces[0].steps.size() == 256 / 16);  // ceil(700 / 3) = 234, rounded up to 256
+      }
+  }
+  // e4m3 with block scales (promotion every 128), and e5m2 widened to fp16 with K in pairs.
+  {
+    const std::size_t m = 3, n = 130, k = 333;
+    const std::vector<value<e4m3>> a = random_e4m3(m * k, 23), b = random_e4m3(k * n, 24);
+    std::vector<float32> sa(m * 3), sb(3 * 2);
+    for (std::size_t i = 0; i < sa.size(); ++i) sa[i] = from_host(0.5f + 0.1f * static_cast<float>(i));
+    for (std::size_t i = 0; i < sb.size(); ++i) sb[i] = from_host(1.5f - 0.07f * static_cast<float>(i));
+    matmul::gemm_call<e4m3, e4m3, bf16> call;
+    call.shape = {m, n, k}, call.a = a, call.b = b;
+    call.a_scales = matmul::scale_layout::block_1x128, call.b_scales = matmul::scale_layout::block_128x128;
+    call.scale_a = sa, call.scale_b = sb;
+    const matmul::gemm_description& d = matmul::find_gemm_preset("cublas_sm90_fp8");
+    const auto all = matmul::gemm(d, call);
+    matmul::gemm_call<e4m3, e4m3, fp16> plain;
+    plain.shape = call.shape, plain.a = a, plain.b = b;
+    const matmul::gemm_description& two_warps = matmul::find_gemm_preset("triton_matmul_sm90_fp8_two_warps");
+    const auto widened = matmul::gemm(two_warps, plain);
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j, compared += 2) {
+        const auto e = matmul::explain_output(d, call, i, j);
+        CHECK(e.out.bits == all[i * n + j].bits);
+        CHECK(e.splits[0].pieces.size() == 3);
+        CHECK(matmul::explain_output(two_warps, plain, i, j).out.bits == widened[i * n + j].bits);
+      }
+  }
+  CHECK(compared == 45 + 2 * 390);
+}

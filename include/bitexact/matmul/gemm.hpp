@@ -26,6 +26,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -203,6 +204,57 @@ class chain_source {
 
 namespace detail {
 
+// A piece's chain c into the split's fp32 accumulator acc (from +0 for the
+// first piece): plain, or with the block scales sa and sb of its 128 of K.
+inline float32 add_piece(const gemm_description& d, scale_layout b_scales, bool blocks, bool first_piece, float32 acc,
+                         float32 c, float32 sa, float32 sb) {
+  if (!blocks) return first_piece ? c : ptx::add_f32(acc, c);
+  const float32 from = first_piece ? float32::zero() : acc;
+  const block_scaling rule = b_scales == scale_layout::block_128x128 ? d.epilogue.blocks_128x128 : d.epilogue.blocks_1x128;
+  return rule == block_scaling::fma_with_scale_product ? ptx::fma_f32(c, ptx::mul_f32(sa, sb), from)
+                                                       : ptx::fma_f32(ptx::mul_f32(c, sa), sb, from);
+}
+
+// The block scales of output (row, col) for the 128 of K numbered block.
+template <format InA, format InB, format Out>
+std::pair<float32, float32> block_scales(const gemm_call<InA, InB, Out>& call, std::size_t row, std::size_t col,
+                                         std::size_t block) {
+  const gemm_shape& s = call.shape;
+  return {call.scale_a[row * blocks_of(s.k) + block], call.b_scales == scale_layout::block_128x128
+                                                          ? call.scale_b[block * blocks_of(s.n) + col / 128]
+                                                          : call.scale_b[block * s.n + col]};
+}
+
+// The epilogue of output (row, col) from its fp32 sum, each value it passes through.
+struct epilogue_values {
+  float32 sum, scaled, combined, biased;
+  bool has_scale, has_alpha_beta, has_bias;
+};
+
+template <format InA, format InB, format Out>
+epilogue_values epilogue_of(const gemm_description& d, const gemm_call<InA, InB, Out>& call, std::size_t row,
+                            std::size_t col, float32 sum) {
+  epilogue_values e{sum, sum, sum, sum, false, false, !call.bias.empty()};
+  e.has_scale = call.a_scales == scale_layout::tensor || call.a_scales == scale_layout::rows;
+  if (e.has_scale)
+    e.scaled = ptx::mul_f32(sum, ptx::mul_f32(call.scale_a[call.scale_a.size() == 1 ? 0 : row],
+                                              call.scale_b[call.scale_b.size() == 1 ? 0 : col]));
+  e.combined = e.scaled;
+  e.has_alpha_beta = call.alpha.bits != from_host(1.0f).bits || !call.c.empty();
+  if (e.has_alpha_beta) {
+    const alpha_beta_rule rule = d.splits > 1 ? d.epilogue.alpha_beta_split_k : d.epilogue.alpha_beta;
+    const float32 c = call.c.empty() ? float32::zero() : convert<fp32>(call.c[row * call.shape.n + col]).result;
+    e.combined = rule == alpha_beta_rule::fma_alpha ? ptx::fma_f32(call.alpha, e.scaled, ptx::mul_f32(call.beta, c))
+                                                    : ptx::fma_f32(call.beta, c, ptx::mul_f32(call.alpha, e.scaled));
+  }
+  e.biased = e.has_bias ? ptx::add_f32(e.combined, convert<fp32>(call.bias[col]).result) : e.combined;
+  return e;
+}
+
+}  // namespace detail
+
+namespace detail {
+
 // K positions in the order the tensor core's steps take them: position p of
 // the reordered operands holds k = position_of(p); past K, zeros.
 inline std::size_t ordered_k(k_order order, std::size_t p) {
@@ -240,12 +292,6 @@ std::vector<float32> accumulate(const gemm_description& d, const gemm_call<InA, 
   const gemm_shape& s = call.shape;
   const std::size_t outputs = s.m * s.n;
   const bool blocks = call.a_scales == scale_layout::block_1x128;
-  const block_scaling rule =
-      call.b_scales == scale_layout::block_128x128 ? d.epilogue.blocks_128x128 : d.epilogue.blocks_1x128;
-  const auto block_scale_b = [&](std::size_t block, std::size_t col) {
-    return call.b_scales == scale_layout::block_128x128 ? call.scale_b[block * blocks_of(s.n) + col / 128]
-                                                        : call.scale_b[block * s.n + col];
-  };
   const auto k_end = [&](std::size_t end) { return end == s.k ? padded_k : end; };
   std::vector<float32> sum(outputs), acc(outputs), piece(outputs);
   bool first_split = true;
@@ -257,21 +303,13 @@ std::vector<float32> accumulate(const gemm_description& d, const gemm_call<InA, 
       const std::size_t end = std::min(split_end, first + width);
       source.chains(first, k_end(end), piece, call.threads);
       const bool first_piece = first == split_first;
-      if (blocks) {
-        const std::size_t block = first / 128;
-        for_each_index(s.m, call.threads, [&](std::size_t row) {
-          const float32 sa = call.scale_a[row * blocks_of(s.k) + block];
-          for (std::size_t col = 0; col < s.n; ++col) {
-            const std::size_t i = row * s.n + col;
-            const float32 from = first_piece ? float32::zero() : acc[i], sb = block_scale_b(block, col);
-            acc[i] = rule == block_scaling::fma_with_scale_product
-                         ? ptx::fma_f32(piece[i], ptx::mul_f32(sa, sb), from)
-                         : ptx::fma_f32(ptx::mul_f32(piece[i], sa), sb, from);
-          }
-        });
-      } else {
-        for (std::size_t i = 0; i < outputs; ++i) acc[i] = first_piece ? piece[i] : ptx::add_f32(acc[i], piece[i]);
-      }
+      for_each_index(s.m, call.threads, [&](std::size_t row) {
+        for (std::size_t col = 0; col < s.n; ++col) {
+          const std::size_t i = row * s.n + col;
+          const auto [sa, sb] = blocks ? block_scales(call, row, col, first / 128) : std::pair<float32, float32>{};
+          acc[i] = add_piece(d, call.b_scales, blocks, first_piece, acc[i], piece[i], sa, sb);
+        }
+      });
     }
     for (std::size_t i = 0; i < outputs; ++i) sum[i] = first_split ? acc[i] : ptx::add_f32(sum[i], acc[i]);
     first_split = false;
@@ -309,26 +347,115 @@ std::vector<value<Out>> gemm(const gemm_description& d, const gemm_call<InA, InB
   const std::size_t outputs = s.m * s.n;
   const std::vector<float32> sum = detail::sum_of(d, call);
   std::vector<value<Out>> out(outputs);
-  const bool scaled = call.a_scales == scale_layout::tensor || call.a_scales == scale_layout::rows;
-  const bool alpha = call.alpha.bits != from_host(1.0f).bits || !call.c.empty();
-  const alpha_beta_rule alpha_beta = d.splits > 1 ? d.epilogue.alpha_beta_split_k : d.epilogue.alpha_beta;
   for_each_index(s.m, call.threads, [&](std::size_t row) {
     for (std::size_t col = 0; col < s.n; ++col) {
       const std::size_t i = row * s.n + col;
-      float32 x = sum[i];
-      if (scaled)
-        x = ptx::mul_f32(x, ptx::mul_f32(call.scale_a[call.scale_a.size() == 1 ? 0 : row],
-                                         call.scale_b[call.scale_b.size() == 1 ? 0 : col]));
-      if (alpha) {
-        const float32 c = call.c.empty() ? float32::zero() : convert<fp32>(call.c[i]).result;
-        x = alpha_beta == alpha_beta_rule::fma_alpha ? ptx::fma_f32(call.alpha, x, ptx::mul_f32(call.beta, c))
-                                                      : ptx::fma_f32(call.beta, c, ptx::mul_f32(call.alpha, x));
-      }
-      if (!call.bias.empty()) x = ptx::add_f32(x, convert<fp32>(call.bias[col]).result);
-      out[i] = convert<Out>(x, ptx::gpu_environment()).result;
+      out[i] = convert<Out>(detail::epilogue_of(d, call, row, col, sum[i]).biased, ptx::gpu_environment()).result;
     }
   });
   return out;
+}
+
+// One output's arithmetic as data, for --explain and a mismatch's account:
+// every fused step of every chain (its window and the terms it cut), each
+// piece's addition into its split, the splits' reduction and the epilogue.
+// explain_output follows gemm()'s path and gives its bits (tests compare).
+struct step_record {
+  std::size_t k_first = 0, k_end = 0;  // positions in the order the steps take K
+  float32 before, after;               // the accumulator into and out of the step
+  int e_max = 0, lsb_exponent = 0;     // the window: terms below 2^lsb_exponent are cut
+  int terms_cut = 0;                   // terms (products or the addend) that lost bits
+};
+
+struct piece_record {
+  std::size_t first = 0, end = 0;  // K positions
+  std::vector<step_record> steps;
+  float32 chain;                   // the chain's result
+  float32 sa, sb;                  // block scales, when the call has them
+  float32 accumulator;             // the split's fp32 accumulator after this piece
+};
+
+struct split_record {
+  std::size_t first = 0, end = 0;
+  std::vector<piece_record> pieces;
+  float32 total;  // the reduction so far: splits 0 to this one added in order
+};
+
+template <format Out>
+struct output_explanation {
+  std::size_t row = 0, col = 0;
+  bool blocks = false, widened = false, reordered = false;
+  std::vector<split_record> splits;
+  detail::epilogue_values epilogue;
+  value<Out> out;
+};
+
+namespace detail {
+
+struct step_window {
+  int e_max = 0, lsb_exponent = 0, cut = 0;
+  void on(const fused_term_event& e) { cut += e.truncated; }
+  void on(const fused_sum_event& e) { e_max = e.max_exponent, lsb_exponent = e.lsb_exponent; }
+};
+
+template <format A, format B, format InA, format InB, format Out>
+output_explanation<Out> explain_with(const gemm_description& d, const gemm_call<InA, InB, Out>& call, std::size_t row,
+                                     std::size_t col) {
+  const gemm_shape& s = call.shape;
+  const std::size_t padded = d.order == k_order::ascending ? s.k : (s.k + 31) / 32 * 32;
+  std::vector<value<InB>> column(s.k);
+  for (std::size_t x = 0; x < s.k; ++x) column[x] = call.b[x * s.n + col];
+  const std::vector<value<A>> a = reordered<A, InA>(call.a.subspan(row * s.k, s.k), 1, s.k, true, d.order, padded);
+  const std::vector<value<B>> b = reordered<B, InB>(std::span<const value<InB>>(column), s.k, 1, false, d.order, padded);
+  output_explanation<Out> e;
+  e.row = row, e.col = col;
+  e.blocks = call.a_scales == scale_layout::block_1x128;
+  e.widened = d.operands == operand_rule::widened_to_fp16;
+  e.reordered = d.order != k_order::ascending;
+  const std::size_t step = k_per_step(d);
+  float32 total;
+  for (int split = 0; split < d.splits; ++split) {
+    const auto [split_first, split_end] = split_range(d, s.k, split);
+    if (split_first >= split_end) continue;
+    split_record sr{split_first, split_end, {}, {}};
+    const std::size_t width = d.promotion_k == 0 ? split_end - split_first : d.promotion_k;
+    float32 acc;
+    for (std::size_t first = split_first; first < split_end; first += width) {
+      const std::size_t end = std::min(split_end, first + width), chain_end = end == s.k ? padded : end;
+      piece_record pr{first, end, {}, float32::zero(), {}, {}, {}};
+      for (std::size_t k = first; k < chain_end; k += step) {
+        const std::size_t n = std::min(step, chain_end - k);
+        step_window window;
+        const float32 before = pr.chain;
+        pr.chain = fused_multiply_add_step<fp32, A, B>(d.tensor_core->unit, std::span<const value<A>>(a).subspan(k, n),
+                                                       std::span<const value<B>>(b).subspan(k, n), pr.chain, window)
+                       .result;
+        pr.steps.push_back({k, k + n, before, pr.chain, window.e_max, window.lsb_exponent, window.cut});
+      }
+      if (e.blocks) std::tie(pr.sa, pr.sb) = block_scales(call, row, col, first / 128);
+      acc = add_piece(d, call.b_scales, e.blocks, first == split_first, acc, pr.chain, pr.sa, pr.sb);
+      pr.accumulator = acc;
+      sr.pieces.push_back(std::move(pr));
+    }
+    total = e.splits.empty() ? acc : ptx::add_f32(total, acc);
+    sr.total = total;
+    e.splits.push_back(std::move(sr));
+  }
+  e.epilogue = epilogue_of(d, call, row, col, total);
+  e.out = convert<Out>(e.epilogue.biased, ptx::gpu_environment()).result;
+  return e;
+}
+
+}  // namespace detail
+
+template <format InA, format InB, format Out>
+output_explanation<Out> explain_output(const gemm_description& d, const gemm_call<InA, InB, Out>& call, std::size_t row,
+                                       std::size_t col) {
+  check_call(d, call);
+  if (row >= call.shape.m || col >= call.shape.n) throw std::invalid_argument("matmul: the element is outside D");
+  if constexpr (InA.width() == 8 && InB.width() == 8)
+    if (d.operands == operand_rule::widened_to_fp16) return detail::explain_with<fp16, fp16>(d, call, row, col);
+  return detail::explain_with<InA, InB>(d, call, row, col);
 }
 
 }  // namespace bitexact::matmul

@@ -19,6 +19,7 @@
 #include <bitexact/core/dispatch.hpp>
 #include <bitexact/matmul/description_json.hpp>
 #include <bitexact/matmul/gemm.hpp>
+#include <bitexact/matmul/identify.hpp>
 #include <bitexact/matmul/kernels.hpp>
 
 #include "npy_files.hpp"
@@ -262,30 +263,9 @@ void print_explanation(const matmul::gemm_description& d, const matmul::output_e
 template <format InA, format InB, format Out>
 int identify(const matmul_options& o, const matmul::gemm_call<InA, InB, Out>& call,
              const std::vector<value<Out>>& expected) {
-  std::vector<matmul::gemm_description> candidates;
-  if (o.kernel) candidates.push_back(*o.kernel);
-  else
-    for (const matmul::gemm_description& d : matmul::gemm_presets())
-      if (matmul::takes(d, InA, InB)) candidates.push_back(d);
-  struct result {
-    std::string name;
-    int splits;
-    std::uint64_t mismatches;
-  };
-  std::vector<result> results;
-  for (matmul::gemm_description d : candidates)
-    for (int splits = 1; splits <= 64; ++splits) {
-      d.splits = splits;
-      try {
-        matmul::check_call(d, call);
-      } catch (const std::invalid_argument&) {
-        break;  // this description does not take the call (block scales without promotion)
-      }
-      std::size_t first = 0;
-      results.push_back({d.name, splits, mismatches(matmul::gemm(d, call), expected, first)});
-    }
-  std::stable_sort(results.begin(), results.end(),
-                   [](const result& x, const result& y) { return x.mismatches < y.mismatches; });
+  const std::vector<matmul::gemm_description> candidates =
+      o.kernel ? std::vector<matmul::gemm_description>{*o.kernel} : matmul::presets_taking<InA, InB>();
+  const std::vector<matmul::identified> results = matmul::identify(candidates, call, expected);
   const bool found = !results.empty() && results.front().mismatches == 0;
   std::printf("%s of %s (%zu elements), of %zu candidates (%zu description%s x split counts 1 to 64):\n",
               found ? "every bit" : "no candidate gives every bit", printable(o.expect_path).c_str(), expected.size(),
@@ -305,7 +285,7 @@ int identify(const matmul_options& o, const matmul::gemm_call<InA, InB, Out>& ca
       ranges += (ranges.empty() ? "" : ", ") + std::to_string(from) + (to > from ? " to " + std::to_string(to) : "");
     };
     for (int splits = 1; splits <= 64; ++splits) {
-      const bool exact = std::any_of(results.begin(), results.end(), [&](const result& r) {
+      const bool exact = std::any_of(results.begin(), results.end(), [&](const matmul::identified& r) {
         return r.name == d.name && r.splits == splits && r.mismatches == 0;
       });
       if (exact && to == splits - 1) to = splits;

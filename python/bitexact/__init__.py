@@ -566,7 +566,7 @@ def scaled_matmul(a, b, scale_a, scale_b, *, a_format="e4m3", b_format=None, out
 
 
 def _gemm(a, b, m, n, k, a_format, b_format, out_format, preset, kernel, default, splits, scale_a, scale_b, alpha,
-          beta, c, bias, threads):
+          beta, c, bias, threads, action="run", expected=None, element=(0, 0)):
     if preset is not None and kernel is not None:
         raise ValueError("matmul: preset= and kernel= both name the kernel; give one")
     if kernel is not None:
@@ -590,10 +590,54 @@ def _gemm(a, b, m, n, k, a_format, b_format, out_format, preset, kernel, default
         array = None if x is None else np.asarray(x, np.float32)
         scales += [None if array is None else np.ascontiguousarray(array.reshape(-1)),
                    [] if array is None else list(array.shape)]
+    if expected is not None:
+        expected = np.ascontiguousarray(as_bits(expected, out_format, "expected"))
+        if expected.shape != (m, n):
+            raise ValueError(f"identify_matmul: expected has shape {expected.shape}; expected ({m}, {n})")
+        expected = expected.reshape(-1)
     d = _bitexact._gemm(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1), m, n, k, a_format,
-                        b_format, out_format, kernel_text, 0 if splits is None else splits, *scales, float(alpha),
-                        0.0 if beta is None else float(beta), c, bias, threads)
-    return d.reshape(m, n)
+                        b_format, out_format, kernel_text, preset is not None or kernel is not None,
+                        0 if splits is None else splits, *scales, float(alpha), 0.0 if beta is None else float(beta), c,
+                        bias, threads, action, expected, *element)
+    return d.reshape(m, n) if action == "run" else d
+
+
+def _matmul_call(a, b, a_format, b_format, out_format, scale_a, scale_b, name):
+    """A and B as bit patterns of their formats, and M, N, K, for identify_matmul and explain_matmul."""
+    b_format = a_format if b_format is None else b_format
+    a = _matrix(a, a_format, "a")
+    b = _matrix(b, b_format, "b")
+    if b.shape[0] != a.shape[1]:
+        raise ValueError(f"{name}: a is {a.shape} and b is {b.shape}; b needs {a.shape[1]} rows")
+    fp8 = a_format in ("e4m3", "e5m2")
+    default = "cublas_sm90_fp8" if fp8 else "cublas_sm90"
+    out_format = out_format or ("bf16" if fp8 else a_format)
+    return a, b, b_format, out_format, default
+
+
+def identify_matmul(a, b, expected, *, a_format="bf16", b_format=None, out_format=None, scale_a=None, scale_b=None,
+                    c=None, alpha=1.0, beta=None, bias=None, preset=None, kernel=None, threads=0):
+    """Which descriptions give every bit of `expected` (D [M, N] as a GPU wrote it) for A and B: every preset
+    that takes the inputs' formats (or only preset= / kernel=) with every split count from 1 to 64, as
+    (name, splits, mismatches) tuples, fewest mismatches first (`bitexact matmul --identify`)."""
+    a, b, b_format, out_format, default = _matmul_call(a, b, a_format, b_format, out_format, scale_a, scale_b,
+                                                       "identify_matmul")
+    return [tuple(r) for r in _gemm(a, b, a.shape[0], b.shape[1], a.shape[1], a_format, b_format, out_format, preset,
+                                    kernel, default, None, scale_a, scale_b, alpha, beta, c, bias, threads,
+                                    "identify", expected)]
+
+
+def explain_matmul(a, b, row, col, *, a_format="bf16", b_format=None, out_format=None, scale_a=None, scale_b=None,
+                   c=None, alpha=1.0, beta=None, bias=None, preset=None, kernel=None, splits=None):
+    """The arithmetic of D[row, col] as a dict (`bitexact matmul --explain ROW,COL`): "splits", each with its K
+    range, its "pieces" (each a chain: its "steps" with the window e_max and lsb_exponent, the terms cut and
+    the accumulator's bits after each, the chain's result, the split's fp32 accumulator after it) and the
+    reduction so far ("total"); then "sum", "scaled", "alpha_beta", "biased" where the call has them, and "out",
+    D[row, col]'s bits. Values are bit patterns (fp32 unless the output's)."""
+    a, b, b_format, out_format, default = _matmul_call(a, b, a_format, b_format, out_format, scale_a, scale_b,
+                                                       "explain_matmul")
+    return _gemm(a, b, a.shape[0], b.shape[1], a.shape[1], a_format, b_format, out_format, preset, kernel, default,
+                 splits, scale_a, scale_b, alpha, beta, c, bias, 0, "explain", None, (int(row), int(col)))
 
 
 def list_matmul_kernels():

@@ -124,10 +124,38 @@ def _mma_steps(model, inputs, keywords, index, shape):
     return "\n".join(f"step {i + 1} of {len(steps)} (D[{row}][{col}]):\n{step.text}" for i, step in enumerate(steps))
 
 
+def _fp32(bits):
+    return float(np.uint32(bits).view(np.float32))
+
+
+def _matmul_account(model, inputs, keywords, index, shape):
+    """D[row, col]'s arithmetic (bitexact.explain_matmul) in a few lines: each split's chains, the reduction."""
+    row, col = divmod(index, shape[1])
+    options = dict(keywords)
+    if model is bitexact.matmul:
+        options["a_format"] = options.pop("format", "bf16")
+        a, b = inputs
+    else:
+        a, b, options["scale_a"], options["scale_b"] = inputs
+    options.pop("threads", None)
+    e = bitexact.explain_matmul(a, b, row, col, **options)
+    lines = [f"D[{row}, {col}]: {len(e['splits'])} split(s) of K"]
+    for i, split in enumerate(e["splits"]):
+        for piece in split["pieces"]:
+            cut = sum(step["terms_cut"] for step in piece["steps"])
+            lines.append(f"  split {i}, chain over K {piece['first']} to {piece['end']}: {len(piece['steps'])} steps, "
+                         f"{cut} terms cut by the window, result {_fp32(piece['chain'])!r}")
+        lines.append(f"  after split {i}: {_fp32(split['total'])!r}")
+    lines.append(f"  sum {_fp32(e['sum'])!r}, then the epilogue and one rounding: 0x{e['out']:X}")
+    return "\n".join(lines)
+
+
 def _element_trace(model, inputs, keywords, index, shape):
-    """The trace of one element of a bitexact operation (elementwise, mma, wgmma), or why there is none."""
+    """The trace of one element of a bitexact operation (elementwise, mma, wgmma, matmul), or why there is none."""
     if model is bitexact.mma or model is bitexact.wgmma:
         return _mma_steps(model, inputs, keywords, index, shape)
+    if model is bitexact.matmul or model is bitexact.scaled_matmul:
+        return _matmul_account(model, inputs, keywords, index, shape)
     op = getattr(model, "traced_op", None)
     if op is None:
         return f"(none: {getattr(model, '__name__', model)!r} is not one of bitexact's elementwise operations)"
@@ -164,6 +192,10 @@ def assert_matches_model(actual, model, *inputs, actual_format=None, any_nan=Fal
         format = model_keywords["acc_format"]
     if format is None and getattr(model, "__name__", "") in ("mma", "wgmma"):
         format = "fp32"
+    if format is None and model is bitexact.matmul:
+        format = model_keywords.get("out_format") or model_keywords.get("format", "bf16")
+    if format is None and model is bitexact.scaled_matmul:
+        format = model_keywords.get("out_format", "bf16")
     format = _format_of(actual, format)
     compared, indices, got, want = mismatch_report(actual, expected, format, any_nan)
     if len(indices):

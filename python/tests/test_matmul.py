@@ -101,3 +101,27 @@ def test_scaled_matmul_refusals():
         bitexact.scaled_matmul(a, b, 1.0, float("nan"))
     with pytest.raises(ValueError, match="not e4m3 x e4m3 into e4m3"):
         bitexact.scaled_matmul(a, b, 1.0, 1.0, out_format="e4m3")
+
+
+def test_identify_and_explain_matmul(data_dir):
+    folder = data_dir / "matmul" / "bf16_splitk_96x200x3000"
+    a, b, d = (np.load(folder / f"{x}.npy") for x in "abd")
+    found = bitexact.identify_matmul(a, b, d)
+    exact = [(name, splits) for name, splits, mismatches in found if mismatches == 0]
+    assert exact == [("cublas_sm90", 2), ("triton_matmul_sm90", 2)]
+    assert found[2][2] > 0  # the nearest wrong candidate misses some
+    e = bitexact.explain_matmul(a, b, 0, 0, splits=2)
+    assert [s["first"] for s in e["splits"]] == [0, 1536]
+    assert len(e["splits"][0]["pieces"][0]["steps"]) == 96
+    assert e["out"] == int(d[0, 0])
+    with pytest.raises(ValueError, match=r"explain: element \(16, 0\) is outside D, \(16, 16\)"):
+        bitexact.explain_matmul(a, b, 16, 0)
+
+
+def test_assert_matches_model_explains_a_matmul_mismatch(data_dir):
+    from bitexact.testing import assert_matches_model
+    folder = data_dir / "matmul" / "bf16_splitk_96x200x3000"
+    a, b, d = (np.load(folder / f"{x}.npy") for x in "abd")
+    assert assert_matches_model(d, bitexact.matmul, a, b, splits=2) == 256
+    with pytest.raises(AssertionError, match=r"(?s)17 of 256 elements differ from the model.*D\[0, 0\]: 1 split\(s\) of K"):
+        assert_matches_model(d, bitexact.matmul, a, b)

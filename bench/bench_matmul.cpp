@@ -5,6 +5,9 @@
 //                        thread): the baseline.
 //   chain_products/T/S   a bf16 S x S x S product's chain over K into fp32, the
 //                        operands packed once, on T threads (0: every core).
+//   gemm_bf16/S          a bf16 S x S x S product through the whole emulator
+//                        (preset cublas_sm90: packing, chains, epilogue) on
+//                        every core: what `bitexact matmul` costs.
 //   gemm_e4m3/S          an e4m3 S x S x S torch._scaled_mm product (preset
 //                        cublas_sm90_fp8) on one thread (the generic fused
 //                        step: no fast path for fp8 yet).
@@ -86,9 +89,24 @@ void gemm_e4m3(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(size * size * size));
 }
 
+void gemm_bf16(benchmark::State& state) {
+  const auto size = static_cast<std::size_t>(state.range(0));
+  const std::vector<bfloat16> a = random_matrix(size * size, 5), b = random_matrix(size * size, 6);
+  matmul::gemm_call<bf16, bf16, bf16> call;
+  call.shape = {size, size, size};
+  call.a = a, call.b = b;
+  const matmul::gemm_description& d = matmul::find_gemm_preset("cublas_sm90");
+  for (auto _ : state) {
+    const auto out = matmul::gemm(d, call);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(size * size * size));
+}
+
 }  // namespace
 
 BENCHMARK(mma_m16n8k16_tiles);
+BENCHMARK(gemm_bf16)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(gemm_e4m3)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(chain_products)->ArgNames({"threads", "size"})->Args({1, 512})->Args({0, 512})->Args({0, 1024})
     ->Unit(benchmark::kMillisecond)->UseRealTime();

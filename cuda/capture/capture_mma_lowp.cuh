@@ -8,6 +8,8 @@
 #include "capture_common.cuh"
 #include "capture_mma.cuh"
 
+#include <vector>
+
 // Variants 4-7: fp8 into f32 (A x B = e4m3 x e4m3, e4m3 x e5m2, e5m2 x e4m3,
 // e5m2 x e5m2); 8-11: the same into f16; 12: tf32 into f32.
 enum LowpVariant { kWgmmaFp8F32 = 4, kWgmmaFp8F16 = 8, kWgmmaTf32F32 = 12 };
@@ -164,6 +166,8 @@ enum LowpClass {
     kLowpMaxPosition,        // the largest product at each k in turn
     kLowpNearTies,           // terms just around the window's and the output's last bit
     kLowpTf32LowBits,        // tf32 only: the register's low 13 bits set
+    kLowpTinyProducts,       // products at the bottom of the range, C +-0 or a tiny subnormal
+    kLowpNegativeZeros,      // sums of -0 terms, and exact cancellations, with C = -0
 };
 
 struct LowpTiles {
@@ -343,6 +347,47 @@ static void generate_lowp_tile(SplitMix64& rng, int cls, int tile_index, int K, 
         case kLowpTf32LowBits:
             baseline(16);
             return;  // the low bits are added when stored
+        case kLowpTinyProducts:
+            // tf32: products in [2^-152, 2^-128], many cut at 2^(Z-25) when a
+            // zero term's exponent Z sets the window (probe_mma's tiles for
+            // bf16); fp8: products at the bottom of the range, whose negative
+            // sums round to zero in an f16 accumulator.
+            for (int i = 0; i < M * K; ++i)
+                a[i] = rng.chance(6) ? (rng.next() & 1 ? fa.sign_bit() : 0)
+                       : tf32        ? lowp_random(rng, fa, -76, -64)
+                       : rng.chance(2) ? random_subnormal(rng, fa.f)
+                                       : lowp_random(rng, fa, fa.f.emin(), fa.f.emin() + 1);
+            for (int i = 0; i < K * N; ++i)
+                b[i] = tf32 ? (rng.chance(16) ? random_subnormal(rng, fb.f) : lowp_random(rng, fb, -76, -64))
+                       : rng.chance(2) ? random_subnormal(rng, fb.f)
+                                       : lowp_random(rng, fb, fb.f.emin(), fb.f.emin() + 1);
+            for (int i = 0; i < M * N; ++i) {
+                const uint32_t sign = rng.next() & 1 ? cf.sign_bit() : 0;
+                c[i] = rng.next() % 4 < 3 ? sign : sign | (uint32_t)rng.range(1, 1 << 10);
+            }
+            return;
+        case kLowpNegativeZeros:
+            // Rows 4r: every product -0; 4r+1: zeros of both signs; 4r+2 and
+            // 4r+3: products cancelling in pairs (k, k+1 share B's row), small
+            // and large; C mostly -0. IEEE gives -0 to the first.
+            baseline(1 << 30);
+            for (int i = 0; i < K * N; ++i) b[i] &= ~fb.sign_bit();  // B >= 0: A's sign is the product's
+            for (int k = 0; k < K; k += 2)
+                for (int j = 0; j < N; ++j) B(k + 1, j) = B(k, j);
+            for (int i = 0; i < M; ++i) {
+                for (int k = 0; k < K; k += 2) {
+                    switch (i % 4) {
+                        case 0: A(i, k) = A(i, k + 1) = fa.sign_bit(); break;
+                        case 1: A(i, k) = rng.next() & 1 ? fa.sign_bit() : 0, A(i, k + 1) = rng.next() & 1 ? fa.sign_bit() : 0; break;
+                        case 2: A(i, k + 1) = A(i, k) ^ fa.sign_bit(); break;
+                        default:
+                            A(i, k) = lowp_random(rng, fa, fa.top_exponent() - 2, fa.top_exponent());
+                            A(i, k + 1) = A(i, k) ^ fa.sign_bit();
+                    }
+                }
+                for (int j = 0; j < N; ++j) C(i, j) = rng.chance(4) ? 0 : cf.sign_bit();
+            }
+            return;
     }
 }
 
@@ -355,7 +400,10 @@ static LowpTiles make_lowp_tiles(int variant, int count, uint64_t seed) {
     const LowpFormat& fa = tf32 ? kTf32 : lowp_a_e5m2(variant) ? kE5m2 : kE4m3;
     const LowpFormat& fb = tf32 ? kTf32 : lowp_b_e5m2(variant) ? kE5m2 : kE4m3;
     const Format& cf = lowp_f16_acc(variant) ? kF16 : kF32;
-    const int classes = tf32 ? kLowpTf32LowBits + 1 : kLowpNearTies + 1;
+    // Every class for tf32; fp8 skips the tf32 register's low bits.
+    std::vector<int> cycle;
+    for (int cls = kLowpBaseline; cls <= kLowpNegativeZeros; ++cls)
+        if (tf32 || cls != kLowpTf32LowBits) cycle.push_back(cls);
     t.classes.resize(count);
     t.a.resize((size_t)count * 64 * t.k);
     t.b.resize((size_t)count * t.k * 8);
@@ -363,7 +411,7 @@ static LowpTiles make_lowp_tiles(int variant, int count, uint64_t seed) {
     t.d.resize((size_t)count * 512);
     SplitMix64 rng(seed);
     for (int tile = 0; tile < count; ++tile) {
-        const int cls = tile < 2 ? kClassLayoutIdentity + tile : (tile - 2) % classes;
+        const int cls = tile < 2 ? kClassLayoutIdentity + tile : cycle[(tile - 2) % cycle.size()];
         t.classes[tile] = cls;
         uint32_t* a = &t.a[(size_t)tile * 64 * t.k];
         uint32_t* b = &t.b[(size_t)tile * t.k * 8];

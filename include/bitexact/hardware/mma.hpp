@@ -76,10 +76,9 @@ inline constexpr fused_sum_unit sm80_tensor_core{8, 24, -132, rounding_mode::tow
 // memory-efficient attention captures (docs/attention.md), and wgmma m64nNk8
 // with tf32 into fp32 (HGMMA.64x8x8.F32.TF32), probed: capture_lowp's 524,288
 // outputs, 0 mismatches; 24 or 26 bits, 4 products a step or rounding to
-// nearest miss 57,000 to 117,000 of them. A tf32 operand is the upper 19 bits
-// of its register: the low 13 are ignored. The zero-term exponent is
-// consistent with tf32's captures (-127 and above fail, -128 to -149 pass)
-// and pinned by the bf16 probe.
+// nearest miss 51,000 to 118,000 of them, a zero-term exponent of -132 or
+// -134 18 and 13 (tiny products). A tf32 operand is the upper 19 bits of its
+// register (tf32_operand).
 inline constexpr fused_sum_unit sm90_tensor_core_k8{8, 25, -133, rounding_mode::toward_zero,
                                                     rounding_mode::nearest_even};
 // Hopper's fp8 step (wgmma m64nNk32, QGMMA; e4m3 and e5m2 in all four

@@ -7,6 +7,7 @@
 // Run:   /tmp/analyze_wgmma_lowp .captures/lowp/wgmma_*.bin   (or the replay files, tests/data/wgmma_*.bin)
 #include <bitexact/hardware/mma.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -208,8 +209,9 @@ void analyze(const capture::mma_tiles& tiles, const fused_sum_unit& base, int na
   }
 }
 
-// The unit under test: the fp8 one for fp8 captures, for tf32 the 16-bit
-// unit's rules with 8 products a step. BITEXACT_LOWP_* override fields.
+// The candidate: sm90_tensor_core_fp8 for fp8 captures, sm90_tensor_core_k8
+// for tf32. BITEXACT_LOWP_STEP, _BITS, _ZERO (numbers), _F16_RZ, _F32_RN and
+// _E8M13 (0 or 1) replace one of its fields, to search from another start.
 fused_sum_unit base_unit(std::uint32_t variant) {
   fused_sum_unit unit = capture::is_tf32_variant(variant) ? sm90_tensor_core_k8 : sm90_tensor_core_fp8;
   if (const char* v = std::getenv("BITEXACT_LOWP_STEP")) unit.products_per_step = std::atoi(v);

@@ -78,10 +78,9 @@ inline constexpr format fp8_inputs[] = {e4m3, e5m2};
 
 inline constexpr tensor_core_instruction sm90_tensor_core_instructions[] = {
     {"sm90", "mma.sync m16n8k16, wgmma k16", half_precision_inputs, "probed on an H100 and an H200", sm90_tensor_core},
-    {"sm90_k8", "mma.sync m16n8k8 (bf16, fp16), wgmma k8 (tf32)", k8_inputs,
-     "bf16 and fp16 proven by the memory-efficient attention captures, tf32 probed on an H200", sm90_tensor_core_k8},
-    {"sm90_fp8", "wgmma k32 (e4m3, e5m2; into fp32 or fp16)", fp8_inputs,
-     "probed on an H200 (all four pairings), and cuBLAS's fp8 products (torch._scaled_mm) agree", sm90_tensor_core_fp8},
+    {"sm90_k8", "mma.sync m16n8k8, wgmma k8 (tf32)", k8_inputs, "attention captures (bf16, fp16); tf32 probed on an H200",
+     sm90_tensor_core_k8},
+    {"sm90_fp8", "wgmma k32", fp8_inputs, "probed on an H200; cuBLAS's fp8 products agree", sm90_tensor_core_fp8},
 };
 inline constexpr tensor_core_instruction sm80_tensor_core_instructions[] = {
     {"sm80", "mma.sync m16n8k16", half_precision_inputs, "from the literature, not probed here", sm80_tensor_core},

@@ -32,8 +32,9 @@ constexpr std::string_view trace_mma_help =
     "\n"
     "A, B  comma-separated lists of the factors: exactly as many values as the unit sums in one\n"
     "      step (16 on sm90, 8 on sm80; nothing is padded: write the zeros), bf16 or fp16,\n"
-    "      one format for both\n"
-    "C     the accumulator, fp32 (or fp16 with fp16 factors); the result has its format\n"
+    "      tf32 with --unit sm90_k8, e4m3 or e5m2 with --unit sm90_fp8; one format for both\n"
+    "C     the accumulator, fp32 (or fp16 with fp16, e4m3 or e5m2 factors); the result has\n"
+    "      its format\n"
     "Values are written as operands of bitexact trace (see its --help; a bit pattern needs a\n"
     "format prefix); unprefixed values of A and B take --from, an unprefixed C takes --to.\n"
     "\n"
@@ -172,14 +173,16 @@ int trace_mma_command(const arguments& args) {
        }},
       {"--from", "FORMAT",
        "format of unprefixed values of A and B: bf16 (default) or fp16;\n"
-       "e4m3 or e5m2 with --unit sm90_fp8",
+       "tf32 with --unit sm90_k8; e4m3 or e5m2 with --unit sm90_fp8",
        [&](std::string_view name) {
          options.from = format_from_name(name);
-         if (options.from != bf16 && options.from != fp16 && options.from != e4m3 && options.from != e5m2)
-           refuse_value("bf16, fp16, e4m3 or e5m2 (the tensor core's factors here)", name);
+         if (options.from != bf16 && options.from != fp16 && options.from != tf32 && options.from != e4m3 &&
+             options.from != e5m2)
+           refuse_value("bf16, fp16, tf32, e4m3 or e5m2 (the tensor core's factors here)", name);
        }},
       {"--to", "FORMAT",
-       "the accumulator's format, of an unprefixed C and of the result:\nfp32 (default) or fp16 (with fp16 factors)",
+       "the accumulator's format, of an unprefixed C and of the result:\nfp32 (default) or fp16 (with fp16, e4m3 or "
+       "e5m2 factors)",
        [&](std::string_view name) {
          options.to = format_from_name(name);
          if (options.to != fp32 && options.to != fp16) refuse_value("fp32 or fp16 (the accumulator's formats)", name);
@@ -245,14 +248,20 @@ int trace_mma_command(const arguments& args) {
       if ((*list)[k].fmt != in)
         fail(fmt::format("trace mma: {}[{}] is {} but A[0] is {}: A and B share one format", list == &a ? 'A' : 'B',
                          k, name_of((*list)[k].fmt), name_of(in)));
-  if (acc == fp16 && in != fp16)
-    fail(fmt::format("trace mma: an fp16 accumulator takes fp16 factors here (mma's .f16 accumulation); A and B are {}",
+  if (acc == fp16 && in != fp16 && in != e4m3 && in != e5m2)
+    fail(fmt::format("trace mma: an fp16 accumulator takes fp16, e4m3 or e5m2 factors here (the .f16 accumulation "
+                     "measured); A and B are {}",
                      name_of(in)));
   if (acc != fp32 && acc != fp16)
     fail(fmt::format("trace mma: C is {}; the accumulator is fp32 or fp16", name_of(acc)));
 
-  if (acc == fp16) return run_step<fp16, fp16>(options, a, b, c);
+  if (acc == fp16) {
+    if (in == e4m3) return run_step<fp16, e4m3>(options, a, b, c);
+    if (in == e5m2) return run_step<fp16, e5m2>(options, a, b, c);
+    return run_step<fp16, fp16>(options, a, b, c);
+  }
   if (in == fp16) return run_step<fp32, fp16>(options, a, b, c);
+  if (in == tf32) return run_step<fp32, tf32>(options, a, b, c);
   if (in == e4m3) return run_step<fp32, e4m3>(options, a, b, c);
   if (in == e5m2) return run_step<fp32, e5m2>(options, a, b, c);
   return run_step<fp32, bf16>(options, a, b, c);

@@ -261,7 +261,17 @@ bitexact_cli_test(error_trace_mma_count RC 2 ARGS trace mma 1,1 1,1 0 ONE_LINE_E
 bitexact_cli_test(error_trace_mma_mixed_factors RC 2 ARGS trace mma "fp16:1,${mma_small}" "1,${mma_alternating}" 0
   ONE_LINE_ERROR ERROR_CONTAINS "A[1] is bf16 but A[0] is fp16")
 bitexact_cli_test(error_trace_mma_fp16_accumulator_bf16 RC 2 ARGS trace mma "1,${mma_small}" "1,${mma_alternating}"
-  fp16:0 ONE_LINE_ERROR ERROR_CONTAINS "an fp16 accumulator takes fp16 factors")
+  fp16:0 ONE_LINE_ERROR ERROR_CONTAINS "an fp16 accumulator takes fp16, e4m3 or e5m2 factors")
+# tf32 on sm90_k8 (wgmma k8): four products of 2^-25 on C = 1 stay in the 25-bit window, 1 + 2^-23.
+bitexact_cli_test(trace_mma_tf32 ARGS trace mma 0x1p-12,0x1p-12,0x1p-12,0x1p-12,0,0,0,0
+  0x1p-13,0x1p-13,0x1p-13,0x1p-13,0,0,0,0 1 --unit sm90_k8 --from tf32 CONTAINS "8 products + C" "fp32:0x3F800001")
+# fp8 into fp16 rounds the step's sum once, to nearest (capture_lowp's wgmma k32 .f16): 1.5 + 0.5
+# + 2^-10 + 2^-13 = 2 + 2^-10 + 2^-13 is above the tie between 0x4000 and 0x4001; rounding first
+# toward zero to E8M13 (2^-12 at 2) would leave the tie and give 0x4000.
+set(mma_fp8_zeros "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0")
+bitexact_cli_test(trace_mma_fp8_fp16_accumulator ARGS trace mma "0.5,0x1p-5,0x1p-6,${mma_fp8_zeros}"
+  "1,0x1p-5,0x1p-7,${mma_fp8_zeros}" fp16:0x3E00 --unit sm90_fp8 --from e4m3 CONTAINS "32 products + C -> fp16"
+  "fp16:0x4001")
 bitexact_cli_test(error_trace_mma_empty_value RC 2 ARGS trace mma 1,,1 1 0 ONE_LINE_ERROR ERROR_CONTAINS "A[1] is empty")
 bitexact_cli_test(error_trace_mma_arguments RC 2 ARGS trace mma 1,1 ONE_LINE_ERROR ERROR_CONTAINS "expected A, B and C")
 bitexact_cli_test(error_trace_mma_rounding RC 2 ARGS trace mma 1 1 0 --round upward ONE_LINE_ERROR

@@ -63,8 +63,12 @@ TEST_CASE("GPU records: names are unique, the default is the H100 SXM, every GPU
                        std::invalid_argument);
   CHECK(find_architecture("sm_80").mma_unit() == sm80_tensor_core);
   CHECK(find_architecture("sm_90").mma_unit(fp16) == sm90_tensor_core);
-  CHECK_THROWS_WITH_AS(find_architecture("sm_90").mma_unit(e4m3),
-                       "no tensor-core unit of sm_90 is measured for e4m3 inputs (sm90 takes bf16, fp16)",
+  // The measured units of the narrow inputs: wgmma k32's for fp8, k8's for tf32.
+  CHECK(find_architecture("sm_90").mma_unit(e4m3) == sm90_tensor_core_fp8);
+  CHECK(find_architecture("sm_90").mma_unit(e5m2) == sm90_tensor_core_fp8);
+  CHECK(find_architecture("sm_90").mma_unit(tf32) == sm90_tensor_core_k8);
+  CHECK_THROWS_WITH_AS(find_architecture("sm_80").mma_unit(e4m3),
+                       "no tensor-core unit of sm_80 is measured for e4m3 inputs (sm80 takes bf16, fp16)",
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(find_architecture("sm_70"), "unknown architecture 'sm_70'; the architectures are: sm_90, sm_80",
                        std::invalid_argument);

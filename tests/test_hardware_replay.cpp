@@ -137,6 +137,93 @@ void replay_mma_file(const std::string& name, std::uint32_t variant, std::uint32
   CHECK(count.compared == tiles.tiles.size() * rows * 8);
 }
 
+// ---- narrow-input wgmma (cuda/capture/capture_lowp.cu): fp8 k32, tf32 k8 ----
+
+// An A or B element as the capture stores it: an fp8 byte, or the whole
+// 32-bit register of a tf32 operand (whose low 13 bits the hardware ignores).
+template <format F>
+value<F> narrow_operand(std::uint32_t stored) {
+  if constexpr (F == tf32) return tf32_operand(stored);
+  else return value<F>::from_bits(stored);
+}
+
+// Every output D[i][j] of every tile through fused_dot on the unit; a
+// mismatch reports the operands and the traced step.
+template <format Acc, format InA, format InB>
+replay_count replay_narrow_tiles(const capture::mma_tiles& file, const fused_sum_unit& unit,
+                                 std::map<std::uint32_t, int>& tiles_per_class) {
+  replay_count count;
+  const int digits = Acc.width() / 4;
+  const std::size_t k_size = file.k;
+  for (const auto& tile : file.tiles) {
+    ++tiles_per_class[tile.tile_class];
+    for (std::uint32_t i = 0; i < file.m; ++i)
+      for (std::uint32_t j = 0; j < file.n; ++j) {
+        std::array<value<InA>, 32> a;
+        std::array<value<InB>, 32> b;
+        for (std::size_t k = 0; k < k_size; ++k) {
+          a[k] = narrow_operand<InA>(tile.a[i * k_size + k]);
+          b[k] = narrow_operand<InB>(tile.b[k * file.n + j]);
+        }
+        const value<Acc> c = value<Acc>::from_bits(tile.c[i * file.n + j]);
+        const std::span<const value<InA>> a_row(a.data(), k_size);
+        const std::span<const value<InB>> b_column(b.data(), k_size);
+        const std::uint32_t model = fused_dot<Acc, InA, InB>(unit, a_row, b_column, c).result.bits;
+        const std::uint32_t gpu = tile.d[i * file.n + j];
+        ++count.compared;
+        if (model == gpu || ++count.mismatches > 5) continue;
+        std::string report = "tile " + std::to_string(tile.source_index) + " (class " + std::to_string(tile.tile_class) +
+                             ") output D[" + std::to_string(i) + "][" + std::to_string(j) + "]: gpu " + hex(gpu, digits) +
+                             " model " + hex(model, digits) + "\n  A row:";
+        for (std::size_t k = 0; k < k_size; ++k) report.append(" ").append(hex(tile.a[i * k_size + k], InA == tf32 ? 8 : 2));
+        report += "\n  B column:";
+        for (std::size_t k = 0; k < k_size; ++k) report.append(" ").append(hex(tile.b[k * file.n + j], InB == tf32 ? 8 : 2));
+        report += "\n  C: " + hex(c.bits, digits) + "\n  model trace of the step:\n";
+        fused_step_recorder recorder;
+        fused_multiply_add_step<Acc, InA, InB>(unit, a_row, b_column, c, recorder);
+        report += recorder.text;
+        FAIL_CHECK(report);
+      }
+  }
+  return count;
+}
+
+// One capture_lowp replay file: variant 4-7 fp8 into f32, 8-11 fp8 into f16
+// (A x B = e4m3 x e4m3, e4m3 x e5m2, e5m2 x e4m3, e5m2 x e5m2), 12 tf32 into f32.
+void replay_narrow_file(const std::string& name, std::uint32_t variant, std::uint64_t expected_outputs) {
+  const capture::replay_file file = capture::read_replay_file(data_path(name));
+  const capture::mma_tiles tiles = capture::read_tiles(file);
+  REQUIRE(tiles.variant == variant);
+  REQUIRE(tiles.m == 64);
+  REQUIRE(tiles.k == capture::variant_k(variant));
+  std::map<std::uint32_t, int> per_class;
+  const fused_sum_unit& fp8 = sm90_tensor_core_fp8;
+  replay_count count;
+  switch (variant) {
+    case 4: count = replay_narrow_tiles<fp32, e4m3, e4m3>(tiles, fp8, per_class); break;
+    case 5: count = replay_narrow_tiles<fp32, e4m3, e5m2>(tiles, fp8, per_class); break;
+    case 6: count = replay_narrow_tiles<fp32, e5m2, e4m3>(tiles, fp8, per_class); break;
+    case 7: count = replay_narrow_tiles<fp32, e5m2, e5m2>(tiles, fp8, per_class); break;
+    case 8: count = replay_narrow_tiles<fp16, e4m3, e4m3>(tiles, fp8, per_class); break;
+    case 9: count = replay_narrow_tiles<fp16, e4m3, e5m2>(tiles, fp8, per_class); break;
+    case 10: count = replay_narrow_tiles<fp16, e5m2, e4m3>(tiles, fp8, per_class); break;
+    case 11: count = replay_narrow_tiles<fp16, e5m2, e5m2>(tiles, fp8, per_class); break;
+    default: count = replay_narrow_tiles<fp32, tf32, tf32>(tiles, sm90_tensor_core_k8, per_class);
+  }
+  count.print(name + " (" + std::to_string(tiles.tiles.size()) + " tiles)");
+  CHECK(count.mismatches == 0);
+  // Both layout checks and every class capture_lowp.cu writes (the tf32
+  // register's low bits, 13, for tf32 only) are present.
+  for (std::uint32_t cls : {100u, 101u, 0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u, 9u, 10u, 11u, 12u, 14u, 15u}) {
+    CAPTURE(cls);
+    CHECK(per_class[cls] > 0);
+  }
+  if (capture::is_tf32_variant(variant)) CHECK(per_class[13] > 0);
+  CHECK(count.compared == tiles.tiles.size() * 64 * 8);
+  // The count the test's name states, for the committed file (a whole capture replayed instead has more).
+  if (!std::getenv("BITEXACT_REPLAY_DATA_DIR")) CHECK(count.compared == expected_outputs);
+}
+
 // ---- scalar instructions ----
 
 using scalar_model = std::function<std::uint32_t(std::uint32_t a, std::uint32_t b, std::uint32_t c)>;
@@ -238,6 +325,33 @@ TEST_CASE("replay: H200 tensor cores never return -0 (zero-sign tiles from probe
   replay_mma_file("zero_sign_mma_f16_f16.bin", 2, 16, false);
   replay_mma_file("zero_sign_wgmma_bf16_f32.bin", 3, 64, false);
 }
+TEST_CASE("replay: H200 wgmma m64n8k32 e4m3 x e4m3 -> f32, 16,384 outputs, match sm90_tensor_core_fp8 bit for bit") {
+  replay_narrow_file("wgmma_e4m3_e4m3_f32.bin", 4, 16384);
+}
+TEST_CASE("replay: H200 wgmma m64n8k32 e4m3 x e5m2 -> f32, 16,384 outputs, match sm90_tensor_core_fp8 bit for bit") {
+  replay_narrow_file("wgmma_e4m3_e5m2_f32.bin", 5, 16384);
+}
+TEST_CASE("replay: H200 wgmma m64n8k32 e5m2 x e4m3 -> f32, 16,384 outputs, match sm90_tensor_core_fp8 bit for bit") {
+  replay_narrow_file("wgmma_e5m2_e4m3_f32.bin", 6, 16384);
+}
+TEST_CASE("replay: H200 wgmma m64n8k32 e5m2 x e5m2 -> f32, 16,384 outputs, match sm90_tensor_core_fp8 bit for bit") {
+  replay_narrow_file("wgmma_e5m2_e5m2_f32.bin", 7, 16384);
+}
+TEST_CASE("replay: H200 wgmma m64n8k32 e4m3 x e4m3 -> f16, 16,384 outputs, match sm90_tensor_core_fp8 bit for bit") {
+  replay_narrow_file("wgmma_e4m3_e4m3_f16.bin", 8, 16384);
+}
+TEST_CASE("replay: H200 wgmma m64n8k32 e4m3 x e5m2 -> f16, 16,384 outputs, match sm90_tensor_core_fp8 bit for bit") {
+  replay_narrow_file("wgmma_e4m3_e5m2_f16.bin", 9, 16384);
+}
+TEST_CASE("replay: H200 wgmma m64n8k32 e5m2 x e4m3 -> f16, 16,384 outputs, match sm90_tensor_core_fp8 bit for bit") {
+  replay_narrow_file("wgmma_e5m2_e4m3_f16.bin", 10, 16384);
+}
+TEST_CASE("replay: H200 wgmma m64n8k32 e5m2 x e5m2 -> f16, 16,384 outputs, match sm90_tensor_core_fp8 bit for bit") {
+  replay_narrow_file("wgmma_e5m2_e5m2_f16.bin", 11, 16384);
+}
+TEST_CASE("replay: H200 wgmma m64n8k8 tf32 -> f32, 29,184 outputs, match sm90_tensor_core_k8 bit for bit") {
+  replay_narrow_file("wgmma_tf32_f32.bin", 12, 29184);
+}
 TEST_CASE("replay: H200 fp32 add/mul/fma in four rounding modes, with and without .ftz, match ptx::") {
   replay_section_file("ops_fp32.bin", fp32_model);
 }
@@ -248,6 +362,9 @@ TEST_CASE("replay: H200 cvt f32 -> bf16/f16 (rn, rz, satfinite, relu, x2 packing
 
 TEST_CASE("replay files carry their provenance and refuse a corrupted payload") {
   for (const char* name : {"mma_bf16_f32.bin", "mma_f16_f32.bin", "mma_f16_f16.bin", "wgmma_bf16_f32.bin",
+                           "wgmma_e4m3_e4m3_f32.bin", "wgmma_e4m3_e5m2_f32.bin", "wgmma_e5m2_e4m3_f32.bin",
+                           "wgmma_e5m2_e5m2_f32.bin", "wgmma_e4m3_e4m3_f16.bin", "wgmma_e4m3_e5m2_f16.bin",
+                           "wgmma_e5m2_e4m3_f16.bin", "wgmma_e5m2_e5m2_f16.bin", "wgmma_tf32_f32.bin",
                            "ops_fp32.bin", "ops_bf16.bin", "ops_cvt.bin"}) {
     CAPTURE(name);
     const capture::replay_file file = capture::read_replay_file(data_path(name));

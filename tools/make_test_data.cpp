@@ -2,15 +2,20 @@
 // small checksummed replay files in tests/data (layout: tools/analysis/capture_files.hpp).
 //
 //   g++ -O2 -std=c++20 -Iinclude -o /tmp/make_test_data tools/make_test_data.cpp
-//   /tmp/make_test_data .captures tests/data [--tiles N] [--wgmma-tiles N] [--fp32 N] [--bf16 N] [--cvt N] [--all]
+//   /tmp/make_test_data .captures tests/data [--tiles N] [--wgmma-tiles N] [--narrow-tiles N] [--fp32 N] [--bf16 N]
+//                       [--cvt N] [--all]
 //                       [--capture-command TEXT]   (how the capture was made, for the provenance header)
 //
 // Tensor-core tiles: the two layout-check tiles, then an equal share of each
 // structured class. Within a class, half the share goes to the tiles that
-// best tell the sm_90 parameters from their neighbours (outputs on which
-// F=24, F=26, a round-to-nearest fp32 / round-toward-zero fp16 final rounding
-// or Ampere's two chained steps disagree with the GPU), the other half is
-// spread evenly over the rest, so that typical tiles stay represented.
+// best tell the sm_90 parameters from their neighbours (outputs on which one
+// bit fewer or more kept, a round-to-nearest fp32 / round-toward-zero fp16
+// final rounding, half the products a step (Ampere's two chained steps for
+// 16-bit inputs) or, for fp8 into fp32, no rounding to E8M13 disagree with
+// the GPU), the other half is spread evenly over the rest, so that typical
+// tiles stay represented; tf32 also keeps every tile on which a zero-term
+// exponent one off disagrees. The narrow-input captures of capture_lowp.cu
+// (fp8 and tf32 wgmma) are cut the same way, --narrow-tiles tiles each.
 // Scalar sections: blocks of 16 consecutive cases (the capture cycles through
 // 16 input categories), every stride-th block; the fp32 section also keeps
 // every case without subnormal inputs on which an .ftz result differs from
@@ -39,7 +44,7 @@ namespace {
 
 struct options {
   std::string captures, out;
-  std::size_t tiles = 302, wgmma_tiles = 122, fp32 = 4096, bf16 = 8192, cvt = 8192;
+  std::size_t tiles = 302, wgmma_tiles = 122, narrow_tiles = 40, fp32 = 4096, bf16 = 8192, cvt = 8192;
   bool all = false;
   std::string command_line;
   // How the capture was made (the default is the capture program).
@@ -123,34 +128,95 @@ std::uint32_t model_output(const fused_sum_unit& unit, const capture::mma_tiles:
   return fused_dot<Acc, In>(unit, a, b, value<Acc>::from_bits(tile.c[i * 8 + j])).result.bits;
 }
 
-std::uint32_t model_output(const fused_sum_unit& unit, const capture::mma_tiles& m, std::size_t t, int i, int j) {
-  switch (m.variant) {
-    case 1: return model_output<fp32, fp16>(unit, m.tiles[t], i, j);
-    case 2: return model_output<fp16, fp16>(unit, m.tiles[t], i, j);
-    default: return model_output<fp32, bf16>(unit, m.tiles[t], i, j);
+// An A or B element as stored in a capture: an fp8 byte, or tf32's register.
+template <format F>
+value<F> operand_of(std::uint32_t stored) {
+  if constexpr (F == tf32) return tf32_operand(stored);
+  else return value<F>::from_bits(stored);
+}
+
+// Output (i, j) of a narrow-input wgmma tile (K 32 or 8, A and B formats apart).
+template <format Acc, format InA, format InB>
+std::uint32_t narrow_output(const fused_sum_unit& unit, const capture::mma_tiles::tile& tile, std::uint32_t k_size,
+                            int i, int j) {
+  value<InA> a[32];
+  value<InB> b[32];
+  for (std::uint32_t k = 0; k < k_size; ++k) {
+    a[k] = operand_of<InA>(tile.a[i * k_size + k]);
+    b[k] = operand_of<InB>(tile.b[k * 8 + j]);
   }
+  return fused_dot<Acc, InA, InB>(unit, std::span<const value<InA>>(a, k_size), std::span<const value<InB>>(b, k_size),
+                                  value<Acc>::from_bits(tile.c[i * 8 + j]))
+      .result.bits;
+}
+
+std::uint32_t model_output(const fused_sum_unit& unit, const capture::mma_tiles& m, std::size_t t, int i, int j) {
+  const capture::mma_tiles::tile& tile = m.tiles[t];
+  switch (m.variant) {
+    case 1: return model_output<fp32, fp16>(unit, tile, i, j);
+    case 2: return model_output<fp16, fp16>(unit, tile, i, j);
+    case 0: case 3: return model_output<fp32, bf16>(unit, tile, i, j);
+    case 4: return narrow_output<fp32, e4m3, e4m3>(unit, tile, m.k, i, j);
+    case 5: return narrow_output<fp32, e4m3, e5m2>(unit, tile, m.k, i, j);
+    case 6: return narrow_output<fp32, e5m2, e4m3>(unit, tile, m.k, i, j);
+    case 7: return narrow_output<fp32, e5m2, e5m2>(unit, tile, m.k, i, j);
+    case 8: return narrow_output<fp16, e4m3, e4m3>(unit, tile, m.k, i, j);
+    case 9: return narrow_output<fp16, e4m3, e5m2>(unit, tile, m.k, i, j);
+    case 10: return narrow_output<fp16, e5m2, e4m3>(unit, tile, m.k, i, j);
+    case 11: return narrow_output<fp16, e5m2, e5m2>(unit, tile, m.k, i, j);
+    default: return narrow_output<fp32, tf32, tf32>(unit, tile, m.k, i, j);
+  }
+}
+
+// The measured unit of a variant and its neighbours: one bit fewer and one
+// more kept, the other final rounding, half the products a step, and for fp8
+// into fp32 no rounding to E8M13.
+std::vector<fused_sum_unit> neighbours(std::uint32_t variant) {
+  const fused_sum_unit measured = capture::is_fp8_variant(variant)    ? sm90_tensor_core_fp8
+                                  : capture::is_tf32_variant(variant) ? sm90_tensor_core_k8
+                                                                      : sm90_tensor_core;
+  fused_sum_unit narrower = measured, wider = measured, other_rounding = measured, chained = measured,
+                 no_e8m13 = measured;
+  --narrower.kept_fraction_bits;
+  ++wider.kept_fraction_bits;
+  other_rounding.fp32_rounding = rounding_mode::nearest_even;
+  other_rounding.fp16_rounding = rounding_mode::toward_zero;
+  chained.products_per_step /= 2;
+  no_e8m13.rounds_to_e8m13 = false;
+  std::vector<fused_sum_unit> units = {narrower, wider, other_rounding, chained};
+  if (measured.rounds_to_e8m13) units.push_back(no_e8m13);
+  return units;
 }
 
 // How many outputs of tile t the neighbouring parameter sets get wrong.
 int discriminating_outputs(const capture::mma_tiles& m, std::size_t t) {
-  fused_sum_unit narrower = sm90_tensor_core, wider = sm90_tensor_core, other_rounding = sm90_tensor_core;
-  narrower.kept_fraction_bits = 24;
-  wider.kept_fraction_bits = 26;
-  other_rounding.fp32_rounding = rounding_mode::nearest_even;
-  other_rounding.fp16_rounding = rounding_mode::toward_zero;
-  fused_sum_unit chained = {8, 25, sm90_tensor_core.zero_term_exponent, rounding_mode::toward_zero,
-                                  rounding_mode::nearest_even};
+  const std::vector<fused_sum_unit> units = neighbours(m.variant);
   int count = 0;
   for (int i = 0; i < static_cast<int>(m.m); ++i)
     for (int j = 0; j < 8; ++j) {
       const std::uint32_t gpu = m.tiles[t].d[i * 8 + j];
-      for (const auto* unit : {&narrower, &wider, &other_rounding, &chained})
-        if (model_output(*unit, m, t, i, j) != gpu) {
+      for (const fused_sum_unit& unit : units)
+        if (model_output(unit, m, t, i, j) != gpu) {
           ++count;
           break;
         }
     }
   return count;
+}
+
+// Whether tile t shows the zero-term exponent: a tf32 tile on which -132 or
+// -134 disagrees with the GPU somewhere (a few of the tiny-products tiles;
+// fp8 and the 16-bit captures cannot, or were cut before this rule).
+bool shows_zero_term_exponent(const capture::mma_tiles& m, std::size_t t) {
+  if (!capture::is_tf32_variant(m.variant)) return false;
+  fused_sum_unit higher = sm90_tensor_core_k8, lower = sm90_tensor_core_k8;
+  ++higher.zero_term_exponent;
+  --lower.zero_term_exponent;
+  for (int i = 0; i < static_cast<int>(m.m); ++i)
+    for (int j = 0; j < 8; ++j)
+      for (const fused_sum_unit& unit : {higher, lower})
+        if (model_output(unit, m, t, i, j) != m.tiles[t].d[i * 8 + j]) return true;
+  return false;
 }
 
 std::vector<std::size_t> select_tiles(const capture::mma_tiles& m, std::size_t wanted, bool all) {
@@ -180,16 +246,24 @@ std::vector<std::size_t> select_tiles(const capture::mma_tiles& m, std::size_t w
     const std::size_t spread = std::min(share - best, rest.size());
     for (std::size_t i = 0; i < spread; ++i) chosen.push_back(rest[i * rest.size() / spread]);
   }
+  for (std::size_t t = 0; t < m.tiles.size(); ++t)
+    if (m.tiles[t].tile_class < 100 && shows_zero_term_exponent(m, t)) chosen.push_back(t);
   std::sort(chosen.begin(), chosen.end());
+  chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
   return chosen;
 }
 
-const char* mma_instruction(std::uint32_t variant) {
+std::string mma_instruction(std::uint32_t variant) {
+  static const char* const pairings[] = {"e4m3.e4m3", "e4m3.e5m2", "e5m2.e4m3", "e5m2.e5m2"};
   switch (variant) {
     case 0: return "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
     case 1: return "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32";
     case 2: return "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16";
-    default: return "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 (A in registers)";
+    case 3: return "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 (A in registers)";
+    case 12: return "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 (A in registers)";
+    default:
+      return std::string("wgmma.mma_async.sync.aligned.m64n8k32.") + (variant >= 8 ? "f16." : "f32.") +
+             pairings[(variant - 4) % 4] + " (A in registers)";
   }
 }
 
@@ -204,8 +278,8 @@ void subset_mma(const options& o, const std::string& name, std::size_t wanted, c
     ++per_class[tile.tile_class];
     p.u32(tile.tile_class);
     p.u32(static_cast<std::uint32_t>(t));
-    for (std::uint16_t v : tile.a) p.uint_n(v, 2);
-    for (std::uint16_t v : tile.b) p.uint_n(v, 2);
+    for (std::uint32_t v : tile.a) p.uint_n(v, capture::input_bytes(m.variant));
+    for (std::uint32_t v : tile.b) p.uint_n(v, capture::input_bytes(m.variant));
     for (std::uint32_t v : tile.c) p.uint_n(v, m.acc_bytes);
     for (std::uint32_t v : tile.d) p.uint_n(v, m.acc_bytes);
   }
@@ -263,7 +337,8 @@ int main(int argc, char** argv) try {
   options o;
   if (argc < 3) {
     std::fprintf(stderr,
-                 "usage: %s CAPTURES_DIR OUT_DIR [--tiles N] [--wgmma-tiles N] [--fp32 N] [--bf16 N] [--cvt N] [--all]\n",
+                 "usage: %s CAPTURES_DIR OUT_DIR [--tiles N] [--wgmma-tiles N] [--narrow-tiles N] [--fp32 N] [--bf16 N] [--cvt N] "
+                 "[--all]\n",
                  argv[0]);
     return 2;
   }
@@ -282,6 +357,7 @@ int main(int argc, char** argv) try {
     };
     if (arg == "--tiles") o.tiles = number();
     else if (arg == "--wgmma-tiles") o.wgmma_tiles = number();
+    else if (arg == "--narrow-tiles") o.narrow_tiles = number();
     else if (arg == "--fp32") o.fp32 = number();
     else if (arg == "--bf16") o.bf16 = number();
     else if (arg == "--cvt") o.cvt = number();
@@ -302,6 +378,13 @@ int main(int argc, char** argv) try {
   for (const auto& [file, tiles] : {std::pair{"mma_bf16_f32.bin", o.tiles}, std::pair{"mma_f16_f32.bin", o.tiles},
                                     std::pair{"mma_f16_f16.bin", o.tiles}, std::pair{"wgmma_bf16_f32.bin", o.wgmma_tiles}})
     if (present(file)) subset_mma(o, file, tiles, environment);
+  // The narrow-input wgmma captures of capture_lowp.cu (fp8 k32, tf32 k8).
+  options narrow = o;
+  narrow.capture_command = "OUT=<dir> bash cuda/capture/run_capture.sh capture_lowp (cuda/capture/README.md)";
+  for (const char* file : {"wgmma_e4m3_e4m3_f32.bin", "wgmma_e4m3_e5m2_f32.bin", "wgmma_e5m2_e4m3_f32.bin",
+                           "wgmma_e5m2_e5m2_f32.bin", "wgmma_e4m3_e4m3_f16.bin", "wgmma_e4m3_e5m2_f16.bin",
+                           "wgmma_e5m2_e4m3_f16.bin", "wgmma_e5m2_e5m2_f16.bin", "wgmma_tf32_f32.bin"})
+    if (present(file)) subset_mma(narrow, file, o.narrow_tiles, environment);
   auto nothing_more = [](const capture::scalar_section&, std::uint32_t) { return false; };
   if (present("lg2_ops.bin")) {
     options whole = o;

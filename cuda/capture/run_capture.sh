@@ -3,7 +3,8 @@
 # and writes its files into $OUT:
 #   bash cuda/capture/run_capture.sh              # capture.cu: MUFU ex2/rcp, ALU, conversions, tensor cores
 #   bash cuda/capture/run_capture.sh capture_lg2  # capture_lg2.cu: MUFU lg2
-# (at most 8 files come back from a device run: each program writes fewer).
+#   bash cuda/capture/run_capture.sh capture_lowp # capture_lowp.cu: fp8 and tf32 wgmma (ten files: pack them)
+# (at most 8 files come back from a device run: capture_lowp writes ten, so pack them).
 # Uses the prebuilt binary $CAPTURE_BIN (default .captures/bin/PROGRAM) when it
 # runs on this driver, else builds one here. info.txt starts with the
 # machine's description and ends with the binary's full SASS.

@@ -19,23 +19,32 @@
 namespace bitexact::python {
 namespace {
 
-// mma.sync m16n8k16's unit on an architecture of the GPU records (hardware/gpu.hpp), for an input format.
+// The unit an architecture of the GPU records (hardware/gpu.hpp) runs an input
+// format on: mma.sync m16n8k16's for bf16 and fp16, on sm_90 wgmma k32's for
+// e4m3 and e5m2 and k8's for tf32.
 const fused_sum_unit& unit_named(std::string_view arch, std::string_view input_format) {
   return find_architecture(arch).mma_unit(format_named(input_format));
 }
 
-// The (input, accumulator) pairs whose units are measured (bf16 or fp16 into
-// fp32, fp16 into fp16), as format tags; tf32 and fp8 are refused before this.
+// The (input, accumulator) pairs whose units are measured, as format tags:
+// bf16, fp16, tf32, e4m3 or e5m2 into fp32; fp16, e4m3 or e5m2 into fp16
+// (cuda/capture's mma and wgmma captures). A and B share the format here.
 template <class Fn>
 decltype(auto) with_mma_formats(format in, format acc, Fn&& fn) {
   if (acc == fp32) {
     if (in == bf16) return fn(format_tag<bf16>{}, format_tag<fp32>{});
     if (in == fp16) return fn(format_tag<fp16>{}, format_tag<fp32>{});
-  } else if (acc == fp16 && in == fp16) {
-    return fn(format_tag<fp16>{}, format_tag<fp16>{});
+    if (in == tf32) return fn(format_tag<tf32>{}, format_tag<fp32>{});
+    if (in == e4m3) return fn(format_tag<e4m3>{}, format_tag<fp32>{});
+    if (in == e5m2) return fn(format_tag<e5m2>{}, format_tag<fp32>{});
+  } else if (acc == fp16) {
+    if (in == fp16) return fn(format_tag<fp16>{}, format_tag<fp16>{});
+    if (in == e4m3) return fn(format_tag<e4m3>{}, format_tag<fp16>{});
+    if (in == e5m2) return fn(format_tag<e5m2>{}, format_tag<fp16>{});
   }
-  throw std::invalid_argument("the tensor cores take bf16 or fp16 inputs into an fp32 accumulator, or fp16 into fp16; "
-                              "not " + std::string(name_of(in)) + " into " + std::string(name_of(acc)));
+  throw std::invalid_argument("the tensor cores take bf16, fp16, tf32, e4m3 or e5m2 inputs into an fp32 accumulator, "
+                              "or fp16, e4m3 or e5m2 into fp16; not " + std::string(name_of(in)) + " into " +
+                              std::string(name_of(acc)));
 }
 
 // D = A B + C for A [m][k] (row-major), B given transposed as [n][k], C and

@@ -119,13 +119,15 @@ def read_tiles(path):
     """The tensor-core tiles of a replay file: dict of m, n, k and arrays a [T, M, K], b [T, K, N], c and d [T, M, N]."""
     kind, payload = _replay_payload(path)
     assert kind == 1
-    _variant, m, n, k, count, acc_bytes = struct.unpack_from("<6I", payload, 0)
+    variant, m, n, k, count, acc_bytes = struct.unpack_from("<6I", payload, 0)
     acc = {2: "<u2", 4: "<u4"}[acc_bytes]
-    tile = np.dtype([("class", "<u4"), ("index", "<u4"), ("a", "<u2", (m, k)), ("b", "<u2", (k, n)),
+    # Variants 4-11 hold fp8 bytes, 12 the 32-bit registers of tf32 operands (cuda/capture/README.md).
+    element = "<u1" if 4 <= variant <= 11 else "<u4" if variant == 12 else "<u2"
+    tile = np.dtype([("class", "<u4"), ("index", "<u4"), ("a", element, (m, k)), ("b", element, (k, n)),
                      ("c", acc, (m, n)), ("d", acc, (m, n))])
     tiles = np.frombuffer(payload, tile, count, offset=24)
     assert len(payload) == 24 + count * tile.itemsize
-    return dict(m=m, n=n, k=k, a=tiles["a"], b=tiles["b"], c=tiles["c"], d=tiles["d"])
+    return dict(variant=variant, m=m, n=n, k=k, a=tiles["a"], b=tiles["b"], c=tiles["c"], d=tiles["d"])
 
 
 def read_section(path):

@@ -37,6 +37,29 @@ def test_wgmma_replays_the_h200s_m64n8k16_tiles(data_dir, compared, name):
     compared(2 * tiles["d"].size)
 
 
+NARROW_FILES = [  # file, input format (A's and B's), accumulator format
+    ("wgmma_e4m3_e4m3_f32.bin", "e4m3", "fp32"),
+    ("wgmma_e5m2_e5m2_f32.bin", "e5m2", "fp32"),
+    ("wgmma_e4m3_e4m3_f16.bin", "e4m3", "fp16"),
+    ("wgmma_e5m2_e5m2_f16.bin", "e5m2", "fp16"),
+    ("wgmma_tf32_f32.bin", "tf32", "fp32"),
+]
+
+
+@pytest.mark.parametrize("name, input_format, acc_format", NARROW_FILES)
+def test_mma_replays_the_h200s_fp8_and_tf32_wgmma_tiles(data_dir, compared, name, input_format, acc_format):
+    """wgmma m64n8k32 (fp8) and m64n8k8 (tf32) are one fused step per output: mma of K 32 or 8
+    on sm_90 runs the measured unit (sm90_fp8, sm90_k8). tf32 operands are the upper 19 bits
+    of the captured registers."""
+    tiles = read_tiles(data_dir / name)
+    assert tiles["m"] == 64 and len(tiles["a"]) > 0
+    for a, b, c, d in zip(tiles["a"], tiles["b"], tiles["c"], tiles["d"]):
+        if input_format == "tf32":
+            a, b = a >> 13, b >> 13
+        np.testing.assert_array_equal(bitexact.mma(a, b, c, input_format=input_format, acc_format=acc_format), d)
+    compared(tiles["d"].size)
+
+
 def test_mma_of_any_shape_chains_the_units_steps(compared):
     """K = 48 on sm_90 is three chained steps of 16 products (each step's rounded result the
     next one's C); on sm_80 six steps of 8. Both equal running the steps by hand."""
@@ -63,8 +86,10 @@ def test_mma_refuses_what_the_tensor_cores_do_not_take():
         bitexact.mma(a, np.zeros((8, 8), np.uint16))
     with pytest.raises(ValueError, match="unknown architecture .sm_70.; the architectures are: sm_90, sm_80"):
         bitexact.mma(a, a, arch="sm_70")
-    with pytest.raises(ValueError, match=r"no tensor-core unit of sm_90 is measured for e4m3 inputs \(sm90 takes bf16, fp16\)"):
-        bitexact.mma(np.zeros((16, 16), np.uint8), np.zeros((16, 8), np.uint8), input_format="e4m3")
+    with pytest.raises(ValueError, match=r"no tensor-core unit of sm_80 is measured for e4m3 inputs \(sm80 takes bf16, fp16\)"):
+        bitexact.mma(np.zeros((16, 16), np.uint8), np.zeros((16, 8), np.uint8), input_format="e4m3", arch="sm_80")
+    with pytest.raises(ValueError, match="not tf32 into fp16"):
+        bitexact.mma(np.zeros((8, 8), np.uint32), np.zeros((8, 8), np.uint32), input_format="tf32", acc_format="fp16")
     with pytest.raises(ValueError, match=r"expected shape \(64, 16\)"):
         bitexact.wgmma(a, a)
     with pytest.raises(ValueError, match="multiple of 8"):

@@ -79,13 +79,29 @@ class cursor {
   std::string path_;
 };
 
+// The variants of BXMMA01 (cuda/capture/README.md): 0 bf16->f32, 1 f16->f32,
+// 2 f16->f16 (mma.sync m16n8k16), 3 wgmma m64n8k16 bf16->f32; 4-7 wgmma
+// m64n8k32 fp8->f32 and 8-11 fp8->f16, A x B = e4m3 x e4m3, e4m3 x e5m2,
+// e5m2 x e4m3, e5m2 x e5m2 in that order; 12 wgmma m64n8k8 tf32->f32.
+inline constexpr std::uint32_t last_mma_variant = 12;
+inline constexpr bool is_fp8_variant(std::uint32_t variant) { return variant >= 4 && variant <= 11; }
+inline constexpr bool is_tf32_variant(std::uint32_t variant) { return variant == 12; }
+// The bytes of one A or B element: an fp8 byte, the 32-bit register a tf32 value sits in, else 16 bits.
+inline constexpr std::uint32_t input_bytes(std::uint32_t variant) {
+  return is_fp8_variant(variant) ? 1 : is_tf32_variant(variant) ? 4 : 2;
+}
+// The products a tile's dot products have: 32 for fp8, 8 for tf32, else 16.
+inline constexpr std::uint32_t variant_k(std::uint32_t variant) {
+  return is_fp8_variant(variant) ? 32 : is_tf32_variant(variant) ? 8 : 16;
+}
+
 // Tensor-core tiles, D = A * B + C.
 struct mma_tiles {
-  std::uint32_t variant, m, n, k, acc_bytes;  // variant: 0 bf16->f32, 1 f16->f32, 2 f16->f16, 3 wgmma bf16->f32
+  std::uint32_t variant, m, n, k, acc_bytes;  // variant: above
   struct tile {
     std::uint32_t tile_class, source_index;  // source_index: 0 in a raw capture
-    std::vector<std::uint16_t> a;            // [m][k]
-    std::vector<std::uint16_t> b;            // [k][n]
+    std::vector<std::uint32_t> a;            // [m][k], input_bytes(variant) each (a tf32 register whole)
+    std::vector<std::uint32_t> b;            // [k][n]
     std::vector<std::uint32_t> c, d;         // [m][n], fp16 accumulators in the low half
   };
   std::vector<tile> tiles;
@@ -107,20 +123,20 @@ inline mma_tiles read_tiles(cursor& in) {
   tiles.k = in.u32();
   const std::uint32_t count = in.u32();
   tiles.acc_bytes = in.u32();
-  if (tiles.m % 16 || tiles.n != 8 || tiles.k != 16 || (tiles.acc_bytes != 2 && tiles.acc_bytes != 4))
-    throw std::runtime_error(in.path() + ": tiles of M=" + std::to_string(tiles.m) + " N=" + std::to_string(tiles.n) +
-                             " K=" + std::to_string(tiles.k) + " with " + std::to_string(tiles.acc_bytes) +
-                             "-byte accumulators; expected M a multiple of 16, N 8, K 16 and 2 or 4 bytes");
-  const auto read_u16s = [&](std::size_t size) {
-    const std::vector<std::uint32_t> wide = read_values(in, size, 2);
-    return std::vector<std::uint16_t>(wide.begin(), wide.end());
-  };
+  if (tiles.variant > last_mma_variant || tiles.m % 16 || tiles.n != 8 || tiles.k != variant_k(tiles.variant) ||
+      (tiles.acc_bytes != 2 && tiles.acc_bytes != 4))
+    throw std::runtime_error(in.path() + ": variant " + std::to_string(tiles.variant) + " tiles of M=" +
+                             std::to_string(tiles.m) + " N=" + std::to_string(tiles.n) + " K=" +
+                             std::to_string(tiles.k) + " with " + std::to_string(tiles.acc_bytes) +
+                             "-byte accumulators; expected a variant up to " + std::to_string(last_mma_variant) +
+                             ", M a multiple of 16, N 8, the variant's K and 2 or 4 bytes");
+  const std::uint32_t element_bytes = input_bytes(tiles.variant);
   for (std::uint32_t i = 0; i < count; ++i) {
     mma_tiles::tile tile;
     tile.tile_class = in.u32();
     tile.source_index = in.u32();
-    tile.a = read_u16s(std::size_t{tiles.m} * tiles.k);
-    tile.b = read_u16s(std::size_t{tiles.k} * tiles.n);
+    tile.a = read_values(in, std::size_t{tiles.m} * tiles.k, element_bytes);
+    tile.b = read_values(in, std::size_t{tiles.k} * tiles.n, element_bytes);
     tile.c = read_values(in, std::size_t{tiles.m} * tiles.n, tiles.acc_bytes);
     tile.d = read_values(in, std::size_t{tiles.m} * tiles.n, tiles.acc_bytes);
     tiles.tiles.push_back(std::move(tile));

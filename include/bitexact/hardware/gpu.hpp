@@ -40,16 +40,20 @@ struct architecture {
   std::string_view mufu_tables;
 
   const fused_sum_unit& mma_unit() const { return tensor_cores.front().unit; }
-  // mma.sync m16n8k16's unit for an input format; std::invalid_argument when
-  // no unit of the architecture is measured for it.
+  // The unit of the first instruction that takes an input format (mma.sync
+  // m16n8k16's for bf16 and fp16; on sm_90 wgmma k32's for fp8, k8's for
+  // tf32); std::invalid_argument when no unit of the architecture is measured for it.
   const fused_sum_unit& mma_unit(format input) const {
-    const tensor_core_instruction& mma = tensor_cores.front();
-    if (mma.takes(input)) return mma.unit;
+    for (const tensor_core_instruction& i : tensor_cores)
+      if (i.takes(input)) return i.unit;
     std::string measured;
-    for (const format f : mma.inputs) measured += (measured.empty() ? "" : ", ") + std::string(name_of(f));
+    for (const tensor_core_instruction& i : tensor_cores) {
+      std::string takes;
+      for (const format f : i.inputs) takes += (takes.empty() ? "" : ", ") + std::string(name_of(f));
+      measured += (measured.empty() ? "" : "; ") + std::string(i.unit_name) + " takes " + takes;
+    }
     throw std::invalid_argument("no tensor-core unit of " + std::string(name) + " is measured for " +
-                                std::string(name_of(input)) + " inputs (" + std::string(mma.unit_name) + " takes " +
-                                measured + ")");
+                                std::string(name_of(input)) + " inputs (" + measured + ")");
   }
   // The instruction whose unit is `unit`, or null.
   const tensor_core_instruction* instruction_of(const fused_sum_unit& unit) const {
@@ -66,15 +70,17 @@ struct gpu {
   int sm_count;  // multiprocessors (cudaDeviceProp::multiProcessorCount)
 };
 
-// The inputs each unit was measured with (tf32 runs another adder, not measured yet).
+// The inputs each unit was measured with: tf32 runs the adder of 8 products
+// a step (wgmma m64nNk8), fp8 its own of 32 (wgmma m64nNk32).
 inline constexpr format half_precision_inputs[] = {bf16, fp16};
+inline constexpr format k8_inputs[] = {bf16, fp16, tf32};
 inline constexpr format fp8_inputs[] = {e4m3, e5m2};
 
 inline constexpr tensor_core_instruction sm90_tensor_core_instructions[] = {
     {"sm90", "mma.sync m16n8k16, wgmma k16", half_precision_inputs, "probed on an H100 and an H200", sm90_tensor_core},
-    {"sm90_k8", "mma.sync m16n8k8", half_precision_inputs, "proven by the memory-efficient attention captures",
+    {"sm90_k8", "mma.sync m16n8k8, wgmma k8 (tf32)", k8_inputs, "attention captures (bf16, fp16); tf32 probed on an H200",
      sm90_tensor_core_k8},
-    {"sm90_fp8", "wgmma k32", fp8_inputs, "proven by cuBLAS's fp8 products (torch._scaled_mm)", sm90_tensor_core_fp8},
+    {"sm90_fp8", "wgmma k32", fp8_inputs, "probed on an H200; cuBLAS's fp8 products agree", sm90_tensor_core_fp8},
 };
 inline constexpr tensor_core_instruction sm80_tensor_core_instructions[] = {
     {"sm80", "mma.sync m16n8k16", half_precision_inputs, "from the literature, not probed here", sm80_tensor_core},

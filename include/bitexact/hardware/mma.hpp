@@ -48,10 +48,11 @@ struct fused_sum_unit {
   // A sum beyond the largest finite value gives infinity whatever the output
   // rounding (IEEE's round-toward-zero would give the largest finite value).
   bool overflow_to_infinity = true;
-  // Each step's sum is rounded first to E8M13 (fp32's range, 13 fraction
-  // bits) with the output rounding, the adder's own accumulator, and only
-  // then stored: Hopper's fp8 steps (MMA-Sim's parameters; cuBLAS's fp8
-  // captures, tests/data/matmul, confirm it).
+  // Each step's sum into an fp32 accumulator is rounded first to E8M13
+  // (fp32's range, 13 fraction bits) with the output rounding, the adder's
+  // own accumulator, and only then stored: Hopper's fp8 steps into fp32. An
+  // fp16 accumulator takes the sum rounded once, to fp16: the fp8 steps into
+  // fp16 measured so (cuda/capture/capture_lowp.cu, docs/hardware.md).
   bool rounds_to_e8m13 = false;
 
   friend constexpr bool operator==(const fused_sum_unit&, const fused_sum_unit&) = default;
@@ -70,20 +71,31 @@ inline constexpr fused_sum_unit sm90_tensor_core{16, 25, -133, rounding_mode::to
 // assumed to be Hopper's.
 inline constexpr fused_sum_unit sm80_tensor_core{8, 24, -132, rounding_mode::toward_zero,
                                                  rounding_mode::nearest_even};
-// Hopper running mma.sync m16n8k8 (HMMA.1688, which sm80 CUTLASS kernels issue
-// on sm_90): Hopper's adder fusing 8 products a step. Not probed alone: the
-// memory-efficient attention captures (docs/attention.md) are its evidence.
+// Hopper's adder fusing 8 products a step: mma.sync m16n8k8 (HMMA.1688, which
+// sm80 CUTLASS kernels issue on sm_90) with bf16 and fp16, evidenced by the
+// memory-efficient attention captures (docs/attention.md), and wgmma m64nNk8
+// with tf32 into fp32 (HGMMA.64x8x8.F32.TF32), probed: capture_lowp's 524,288
+// outputs, 0 mismatches; 24 or 26 bits, 4 products a step or rounding to
+// nearest miss 51,000 to 118,000 of them, a zero-term exponent of -132 or
+// -134 18 and 13 (tiny products). A tf32 operand is the upper 19 bits of its
+// register (tf32_operand).
 inline constexpr fused_sum_unit sm90_tensor_core_k8{8, 25, -133, rounding_mode::toward_zero,
                                                     rounding_mode::nearest_even};
-// Hopper's fp8 step (wgmma k32, e4m3 and e5m2 in either pairing): 32 products,
-// a 13-bit window, each step's sum rounded toward zero to E8M13. Evidence:
-// cuBLAS's fp8 products under torch._scaled_mm on an H200 (tests/data/matmul,
-// tools/analysis/matmul_rules.py: a 12- or 14-bit window, or no rounding to
-// 13 bits, miss thousands of outputs). Not probed alone; the zero-term
-// exponent and the special-value rules are the 16-bit unit's, untested here,
-// and an fp16 accumulator is not measured.
+// Hopper's fp8 step (wgmma m64nNk32, QGMMA; e4m3 and e5m2 in all four
+// pairings): 32 products, a 13-bit window, each step's sum rounded toward zero
+// to E8M13 into fp32, to nearest even straight into fp16. Probed:
+// capture_lowp's 524,288 outputs for each of the eight variants, 0
+// mismatches (docs/hardware.md has the alternatives ruled out); cuBLAS's fp8
+// products under torch._scaled_mm agree (tests/data/matmul). The canonical
+// NaN and +0 hold on the capture; no fp8 input shows the zero-term exponent
+// (every value at or below -126 gives the same bits), nor an fp32 overflow.
 inline constexpr fused_sum_unit sm90_tensor_core_fp8{32,   13,   -133, rounding_mode::toward_zero, rounding_mode::nearest_even,
                                                      true, true, true, true};
+
+// A tf32 operand as wgmma reads it from its 32-bit register: the upper 19
+// bits, the low 13 ignored rather than rounded (capture_lowp's tiles with
+// those bits set: rounding the register to nearest misses 31,806 outputs).
+constexpr value<tf32> tf32_operand(std::uint32_t register_bits) { return value<tf32>::from_bits(register_bits >> 13); }
 
 namespace detail {
 
@@ -130,7 +142,7 @@ inline constexpr format e8m13{8, 13};
 // The end of every fused step, traced or fast: the exact sum of the kept
 // terms (in units of 2^lsb_exponent) rounded once, in round_pack, then the
 // unit's rules for zeros and overflow. A unit that rounds to E8M13 rounds
-// there, and the E8M13 value goes into Acc (exactly, for fp32).
+// there, for an fp32 accumulator, and the E8M13 value goes into fp32 exactly.
 template <format Acc, class O>
 BITEXACT_INLINE constexpr rounded<Acc> round_fused_sum(const fused_sum_unit& unit, const environment& env,
                                                        std::int64_t sum, int lsb_exponent, O&& obs) {
@@ -143,7 +155,7 @@ BITEXACT_INLINE constexpr rounded<Acc> round_fused_sum(const fused_sum_unit& uni
   const auto magnitude = static_cast<std::uint64_t>(sign ? -sum : sum);
   report(obs, exact_event{sign, magnitude, lsb_exponent, false, false});
   const value<Acc> result =
-      unit.rounds_to_e8m13
+      unit.rounds_to_e8m13 && Acc == fp32
           ? convert<Acc>(round_pack<e8m13>(sign, lsb_exponent, magnitude, false, env, raised, obs), env).result
           : round_pack<Acc>(sign, lsb_exponent, magnitude, false, env, raised, obs);
   if (unit.overflow_to_infinity && raised.any(flags::overflow)) return {value<Acc>::infinity(sign), raised};

@@ -168,10 +168,10 @@ void register_values(py::module_& m) {
   m.def("_describe", &describe_values, py::arg("format"), py::arg("bits"));
   m.def(
       "_side_by_side",
-      [](std::string_view name, std::uint32_t got, std::uint32_t expected) {
-        return side_by_side(format_named(name), got, expected);
+      [](std::string_view name, std::uint32_t got, std::uint32_t expected, std::string_view reference) {
+        return side_by_side(format_named(name), got, expected, reference);
       },
-      py::arg("format"), py::arg("got"), py::arg("expected"));
+      py::arg("format"), py::arg("got"), py::arg("expected"), py::arg("reference"));
   m.def("_flags_text", [](int bits) { return describe_flags(flags{static_cast<std::uint8_t>(bits)}); },
         py::arg("bits"));
   m.def("_parse_operand", &parse, py::arg("text"), py::arg("default_format"));

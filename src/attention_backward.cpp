@@ -109,8 +109,8 @@ int backward_pass(const attention_options& options) {
     std::size_t first = 0;
     for (std::size_t i = 0; i < model.size(); ++i)
       if (model[i].bits != (*expected)[i].bits && bad++ == 0) first = i;
-    std::printf("%s: %zu elements compared, %llu mismatches\n", std::string(name).c_str(), model.size(),
-                static_cast<unsigned long long>(bad));
+    std::printf("%s: %s compared, %s\n", std::string(name).c_str(), counted(model.size(), "element", "elements").c_str(),
+                counted(bad, "mismatch", "mismatches").c_str());
     mismatches += bad;
     if (bad == 0) return;
     const std::size_t row_index = first / row_length, row = row_index % n_rows;

@@ -190,8 +190,9 @@ std::vector<option> option_table(attention_options& o) {
        file(o.expect_o)},
       {"--expect-lse", "FILE",
        "compare L with FILE bit for bit: float32, [B, H, N] ([N] for\n"
-       "[N, d] inputs; a trailing 1, as cuDNN's backend returns it, is\n"
-       "accepted)",
+       "[N, d] inputs; a trailing 1, as cuDNN's backend returns it, and\n"
+       "N padded to a multiple of 32 with +inf, as the memory-efficient\n"
+       "backend's, are accepted)",
        file(o.expect_lse)},
       {"--explain", "INDEX",
        "(GPU kernel presets) show how one element of O was computed,\n"

@@ -339,7 +339,8 @@ TEST_SUITE("attention") {
       for (const auto& [field, result] : numbers)
         CHECK_MESSAGE(result.first, p.name << ": no value of " << field << " changes a bit (tried" << result.second << ")");
     }
-    MESSAGE(presets_seen << " presets, " << changes << " changes: " << refused << " refused, " << changed_bits
+    MESSAGE(presets_seen << " presets, " << d64.size() + d128.size() << " probe calls, " << changes << " changes: "
+                         << refused << " refused, " << changed_bits
                          << " changed the bits, " << same_bits << " values of numbers equivalent to the preset's");
     CHECK(presets_seen == 6);
     CHECK(changes == refused + changed_bits + same_bits);

@@ -43,7 +43,7 @@ constexpr std::string_view attention_help =
     "--expect-lse, the elements compared and the mismatches, and for the first mismatch of\n"
     "each its index, both values (bits and decimal) and the K/V blocks and splits of its row;\n"
     "for a mismatch in O also the element's computation as --explain shows it, and which\n"
-    "float32 values before the final conversion would have given the expected bf16 value.\n"
+    "float32 values before the final conversion would have given the file's bf16 value.\n"
     "\n"
     "The exponentials and logarithms are MUFU table lookups: the command needs the tables\n"
     "mufu_ex2.bxt, mufu_rcp.bxt and mufu_lg2.bxt from the data folder (the source tree's\n"

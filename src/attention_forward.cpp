@@ -155,7 +155,8 @@ std::pair<std::uint64_t, std::size_t> compare(const attention_problem& p, std::s
   const std::size_t rows = p.q.rows;
   const std::size_t row_index = first / row_length, head = row_index / rows, row = row_index % rows;
   const std::optional<std::size_t> col = row_length > 1 ? std::optional<std::size_t>(first % row_length) : std::nullopt;
-  std::printf("first mismatch in %s at %s\n  expected %s\n  model    %s\n%s", std::string(name).c_str(),
+  // The file is the output under test, the model the reference: named so, not "expected".
+  std::printf("first mismatch in %s at %s\n  file     %s\n  model    %s\n%s", std::string(name).c_str(),
               index_text(p, head, row, col).c_str(), value_text(expected[first]).c_str(),
               value_text(model[first]).c_str(),
               has_flash2_arithmetic(p.kernel()) && p.options.call.model.gpu_kernel() ? describe_row(p, row).c_str() : "");

@@ -500,18 +500,18 @@ bitexact_cli_test(attention_float32_input_agrees ARGS attention ${attention_smal
 bitexact_cli_test(attention_mismatch_names_first_index RC 1 ARGS attention ${n1000}/q.npy ${n1000}/k.npy
   ${n1000}/v.npy --batch-heads 1,4 --scale 0.2 --expect-o ${n1000}/o.npy --expect-lse ${n1000}/lse.npy
   CONTAINS "scale 0.2 (0x3E4CCCCD)" "O: 64000 elements compared, 14844 mismatches"
-  "first mismatch in O at [20, 0] (row, col)\n  expected 0xBCD2 (-0.025634765625)\n  model    0xBCBA (-0.022705078125)"
+  "first mismatch in O at [20, 0] (row, col)\n  file     0xBCD2 (-0.025634765625)\n  model    0xBCBA (-0.022705078125)"
   "row 20: row block 0 (rows 0..63); 4 K/V blocks of 256 keys" "split 3 of 4: block 3 (keys 768..999)"
   "then the combine kernel merged the 4 splits' O and L" "L: 1000 elements compared, 998 mismatches"
-  "first mismatch in L at [0] (row)\n  expected 0x40E54888")
+  "first mismatch in L at [0] (row)\n  file     0x40E54888")
 # One flipped bit in the second head: the index is (b, h, row, col).
 bitexact_cli_test(attention_mismatch_four_dimensional_index RC 1 ARGS attention ${attention_small}/attention_b1h2_q.npy
   ${attention_small}/attention_b1h2_k.npy ${attention_small}/attention_b1h2_v.npy --causal
   --expect-o ${attention_small}/attention_b1h2_o_flipped.npy
   CONTAINS "O: 2176 elements compared, 1 mismatch\n  distance in bf16 ulps 1: 1; the model above the file: 0, below: 1\nfirst mismatch in O at [0, 1, 5, 7] (b, h, row, col)"
-  "  expected 0xBDAA (-0.0830078125)\n  model    0xBDAB (-0.08349609375)"
+  "  file     0xBDAA (-0.0830078125)\n  model    0xBDAB (-0.08349609375)"
   "causal: the row sees keys 0..5, its diagonal in block 0\n    one pass: block 0 (keys 0..16)")
-# The first mismatch of O explained: its row and every rounding of the element, and where the expected bf16
+# The first mismatch of O explained: its row and every rounding of the element, and where the file's bf16
 # value's float32 range lies against the model's value before the conversion.
 bitexact_cli_test(attention_mismatch_explained RC 1 ARGS attention ${attention_small}/attention_b1h2_q.npy
   ${attention_small}/attention_b1h2_k.npy ${attention_small}/attention_b1h2_v.npy --causal

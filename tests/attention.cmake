@@ -22,3 +22,6 @@ set_tests_properties(attention_p_bar_one_sweep PROPERTIES LABELS exhaustive ENVI
 # Every field of every GPU preset's description changes the bits on a probe call or is refused, naming it.
 bitexact_add_test_program(test_attention_kernel_fields test_attention_kernel_fields.cpp)
 add_test(NAME attention_kernel_fields COMMAND test_attention_kernel_fields)
+# Over a thousand emulator calls (about 1.5 minutes here): the sanitize preset skips the "sweep" label;
+# attention_replay runs the same code under the sanitizers.
+set_tests_properties(attention_kernel_fields PROPERTIES LABELS sweep)

@@ -446,6 +446,10 @@ bitexact_cli_test(eval_check_mismatch RC 1 ARGS eval f32_add --check INPUT ${BIT
   CONTAINS "f32_add --check: 3 cases compared, 2 mismatches\n"
   "first mismatch, line 3: f32_add 3F800000 33800000\n  capture 3F800001 01 (inexact)\n  model   3F800000 01 (inexact)"
   "0x3F800001                         0x3F800000   <- differs" "guard 1 | round 0 | sticky bits 0")
+# One case, one mismatch: the counts read in the singular.
+file(WRITE ${BITEXACT_CLI_DATA}/check_one_mismatch.in "3F800000 33800000 3F800001 01\n")
+bitexact_cli_test(eval_check_one_mismatch RC 1 ARGS eval f32_add --check INPUT ${BITEXACT_CLI_DATA}/check_one_mismatch.in
+  CONTAINS "f32_add --check: 1 case compared, 1 mismatch\n")
 bitexact_cli_test(eval_check_bad_line RC 2 ARGS eval f32_add --check INPUT ${BITEXACT_CLI_DATA}/f32_add.in
   CONTAINS "0 cases compared, 0 mismatches, 8 bad lines" ERROR_CONTAINS "the expected result (8 digits) and flags")
 file(WRITE ${BITEXACT_CLI_DATA}/comments_only.in "# nothing\n\n")

@@ -26,6 +26,7 @@
 #include <bitexact/attention/call.hpp>
 #include <bitexact/attention/explain.hpp>
 #include <bitexact/hardware/gpu.hpp>
+#include <bitexact/testing/check.hpp>
 #include <bitexact/testing/npy.hpp>
 
 #include "cli.hpp"
@@ -85,7 +86,8 @@ struct attention_result {
 // The expected values, read and checked before the (long) computation.
 struct expectations {
   std::optional<std::vector<bfloat16>> o;
-  std::optional<std::vector<float32>> lse;
+  std::optional<std::vector<float32>> lse;  // N rows a head; a padded file's padding checked and dropped
+  std::size_t lse_padded_rows = 0;          // the file's rows a head when padded (the memory-efficient backend's)
 };
 
 // attention_files.cpp

@@ -109,13 +109,13 @@ int backward_pass(const attention_options& options) {
     std::size_t first = 0;
     for (std::size_t i = 0; i < model.size(); ++i)
       if (model[i].bits != (*expected)[i].bits && bad++ == 0) first = i;
-    std::printf("%s: %zu elements compared, %llu mismatches\n", std::string(name).c_str(), model.size(),
-                static_cast<unsigned long long>(bad));
+    std::printf("%s: %s compared, %s\n", std::string(name).c_str(), counted(model.size(), "element", "elements").c_str(),
+                counted(bad, "mismatch", "mismatches").c_str());
     mismatches += bad;
     if (bad == 0) return;
     const std::size_t row_index = first / row_length, row = row_index % n_rows;
     const std::optional<std::size_t> col = row_length > 1 ? std::optional<std::size_t>(first % row_length) : std::nullopt;
-    std::printf("first mismatch in %s at %s\n  expected %s\n  model    %s\n", std::string(name).c_str(),
+    std::printf("first mismatch in %s at %s\n  file     %s\n  model    %s\n", std::string(name).c_str(),
                 index_text(p, row_index / n_rows, row, col).c_str(), value_text((*expected)[first]).c_str(),
                 value_text(model[first]).c_str());
     const long bm = kernel.block_m, bn = kernel.block_n, n_q = static_cast<long>(rows), n_k = static_cast<long>(keys);

@@ -43,7 +43,7 @@ constexpr std::string_view attention_help =
     "--expect-lse, the elements compared and the mismatches, and for the first mismatch of\n"
     "each its index, both values (bits and decimal) and the K/V blocks and splits of its row;\n"
     "for a mismatch in O also the element's computation as --explain shows it, and which\n"
-    "float32 values before the final conversion would have given the expected bf16 value.\n"
+    "float32 values before the final conversion would have given the file's bf16 value.\n"
     "\n"
     "The exponentials and logarithms are MUFU table lookups: the command needs the tables\n"
     "mufu_ex2.bxt, mufu_rcp.bxt and mufu_lg2.bxt from the data folder (the source tree's\n"
@@ -190,8 +190,9 @@ std::vector<option> option_table(attention_options& o) {
        file(o.expect_o)},
       {"--expect-lse", "FILE",
        "compare L with FILE bit for bit: float32, [B, H, N] ([N] for\n"
-       "[N, d] inputs; a trailing 1, as cuDNN's backend returns it, is\n"
-       "accepted)",
+       "[N, d] inputs; a trailing 1, as cuDNN's backend returns it, and\n"
+       "N padded to a multiple of 32 with +inf, as the memory-efficient\n"
+       "backend's, are accepted)",
        file(o.expect_lse)},
       {"--explain", "INDEX",
        "(GPU kernel presets) show how one element of O was computed,\n"

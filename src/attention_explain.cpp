@@ -96,8 +96,8 @@ std::string_view step_name(attention::traced_step::kind what) {
   return "";
 }
 
-// The float32 values before the final conversion that give `expected`, and
-// where the model's value lies against them.
+// The float32 values before the final conversion that give `expected` (the
+// file's value), and where the model's value lies against them.
 std::string conversion_window(float32 model, bfloat16 expected) {
   const float target = to_host(float32::from_bits(std::uint32_t{expected.bits} << 16));
   if (std::isnan(target) || std::isnan(to_host(model))) return "";
@@ -108,7 +108,7 @@ std::string conversion_window(float32 model, bfloat16 expected) {
   for (int i = 0; i < most_steps && ptx::cvt_rn_bf16_f32(from_host(std::nextafter(high, INFINITY))).bits == expected.bits; ++i)
     high = std::nextafter(high, INFINITY);
   const float x = to_host(model);
-  const std::string range = fmt::format("  the expected bf16 value is what float32 values from {} to {} convert to; the "
+  const std::string range = fmt::format("  the file's bf16 value is what float32 values from {} to {} convert to; the "
                                         "model's value before the conversion, {}, ", low, high, x);
   if (x >= low && x <= high) return range + "lies among them\n";
   const float nearest = x < low ? low : high;

@@ -42,7 +42,8 @@ operand_tensor read_operand(const std::string& path, std::string_view name) {
   t.rows = array.shape[array.shape.size() - 2];
   t.head_dim = array.shape.back();
   constexpr std::size_t most = 1u << 30;
-  if (t.batch == 0 || t.heads == 0 || t.rows == 0 || t.head_dim == 0 || t.batch * t.heads > most || t.rows > most)
+  if (t.batch == 0 || t.heads == 0 || t.rows == 0 || t.head_dim == 0 || t.batch > most || t.heads > most ||
+      t.batch * t.heads > most || t.rows > most)
     fail(printable(path) + ": " + std::string(name) + " has shape " + shape_text(array.shape) +
          "; every extent must be at least 1 (and N at most 2^30)");
   t.values = bf16_elements(array, path);
@@ -67,17 +68,32 @@ expectations read_expectations(const attention_problem& p) {
   if (!p.options.expect_lse.empty()) {
     const std::string& path = p.options.expect_lse;
     const npy::array array = read_npy(path, "float32");
-    // cuDNN's backend returns L as [B, H, N, 1]: a trailing 1 is the same elements.
-    std::vector<std::size_t> shape = array.shape;
-    if (shape.size() == lse_shape(p).size() + 1 && shape.back() == 1) shape.pop_back();
-    if (shape != lse_shape(p))
-      fail(printable(path) + ": L has shape " + shape_text(array.shape) + "; expected " + shape_text(lse_shape(p)) +
-           (p.four_d ? " ([B, H, N], or [B, H, N, 1])" : " ([N], or [N, 1])"));
+    // cuDNN's backend returns L as [B, H, N, 1]: a trailing 1 is the same elements. The memory-efficient
+    // backend pads N to a multiple of 32 rows, which hold +inf.
+    std::vector<std::size_t> shape = array.shape, want = lse_shape(p);
+    if (shape.size() == want.size() + 1 && shape.back() == 1) shape.pop_back();
+    const std::size_t rows = p.q.rows, padded = (rows + 31) / 32 * 32;
+    const bool padded_file = padded != rows && shape.size() == want.size() && shape.back() == padded &&
+                             std::equal(want.begin(), want.end() - 1, shape.begin());
+    if (shape != want && !padded_file)
+      fail(printable(path) + ": L has shape " + shape_text(array.shape) + "; expected " + shape_text(want) +
+           (p.four_d ? " ([B, H, N], or [B, H, N, 1]" : " ([N], or [N, 1]") + ", or N padded to " +
+           std::to_string(padded) + " rows as the memory-efficient backend pads it)");
     if (array.descr != "<f4")
       fail(printable(path) + ": element type '" + array.descr + "' is not float32; L is the float32 logsumexp");
-    std::vector<float32> values(array.element_count());
-    for (std::size_t i = 0; i < values.size(); ++i) values[i] = float32::from_bits(array.word(i));
+    const std::size_t file_rows = padded_file ? padded : rows, heads = array.element_count() / file_rows;
+    std::vector<float32> values;
+    for (std::size_t head = 0; head < heads; ++head)
+      for (std::size_t row = 0; row < file_rows; ++row) {
+        const float32 x = float32::from_bits(array.word(head * file_rows + row));
+        if (row < rows) values.push_back(x);
+        else if (x.bits != float32::infinity().bits)  // padding that holds a value is not padding
+          fail(printable(path) + ": L's padding row " + std::to_string(row) + (p.four_d ? " of head " + std::to_string(head) : "") +
+               " holds " + fmt::format("{} (0x{:08X})", to_double(x), x.bits) + ", not +inf; rows " +
+               std::to_string(rows) + " to " + std::to_string(padded - 1) + " must be the backend's padding");
+      }
     expected.lse = std::move(values);
+    if (padded_file) expected.lse_padded_rows = padded;
   }
   return expected;
 }

@@ -138,8 +138,8 @@ std::pair<std::uint64_t, std::size_t> compare(const attention_problem& p, std::s
   std::size_t first = 0;
   for (std::size_t i = 0; i < model.size(); ++i)
     if (model[i].bits != expected[i].bits && mismatches++ == 0) first = i;
-  std::printf("%s: %zu elements compared, %llu mismatches\n", std::string(name).c_str(), model.size(),
-              static_cast<unsigned long long>(mismatches));
+  std::printf("%s: %s compared, %s\n", std::string(name).c_str(), counted(model.size(), "element", "elements").c_str(),
+              counted(mismatches, "mismatch", "mismatches").c_str());
   if (mismatches == 0) return {0, 0};
   const difference_summary s = differences_of(expected, model);
   std::printf("  distance in %s ulps %s%s; the model above the file: %llu, below: %llu\n", F.width() == 16 ? "bf16" : "fp32",
@@ -155,7 +155,8 @@ std::pair<std::uint64_t, std::size_t> compare(const attention_problem& p, std::s
   const std::size_t rows = p.q.rows;
   const std::size_t row_index = first / row_length, head = row_index / rows, row = row_index % rows;
   const std::optional<std::size_t> col = row_length > 1 ? std::optional<std::size_t>(first % row_length) : std::nullopt;
-  std::printf("first mismatch in %s at %s\n  expected %s\n  model    %s\n%s", std::string(name).c_str(),
+  // The file is the output under test, the model the reference: named so, not "expected".
+  std::printf("first mismatch in %s at %s\n  file     %s\n  model    %s\n%s", std::string(name).c_str(),
               index_text(p, head, row, col).c_str(), value_text(expected[first]).c_str(),
               value_text(model[first]).c_str(),
               has_flash2_arithmetic(p.kernel()) && p.options.call.model.gpu_kernel() ? describe_row(p, row).c_str() : "");
@@ -179,7 +180,12 @@ int forward_pass(const attention_options& options) {
     if (count > 0) first_o_mismatch = element_index{first / d / rows, first / d % rows, first % d};
     mismatches += count;
   }
-  if (expected.lse) mismatches += compare(problem, "L", result.lse, *expected.lse, 1).first;
+  if (expected.lse) {
+    if (expected.lse_padded_rows)
+      std::printf("L: the file's rows %zu to %zu of each head are padding (+inf), not compared\n", problem.q.rows,
+                  expected.lse_padded_rows - 1);
+    mismatches += compare(problem, "L", result.lse, *expected.lse, 1).first;
+  }
   if (problem.explain) {
     const element_index& at = *problem.explain;
     const std::size_t flat = (at.head * problem.q.rows + at.row) * problem.q.head_dim + at.col;

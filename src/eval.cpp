@@ -296,9 +296,9 @@ class evaluator {
     if (!check_) return bad_lines_ ? 1 : 0;
     if (cases_ == 0 && bad_lines_ == 0)
       fail("eval " + function_.name + " --check: the input holds no cases; nothing was checked");
-    std::printf("%s --check: %llu cases compared, %llu mismatches%s\n", function_.name.c_str(),
-                static_cast<unsigned long long>(cases_), static_cast<unsigned long long>(mismatches_),
-                bad_lines_ ? fmt::format(", {} bad lines (not compared)", bad_lines_).c_str() : "");
+    std::printf("%s --check: %s compared, %s%s\n", function_.name.c_str(), counted(cases_, "case", "cases").c_str(),
+                counted(mismatches_, "mismatch", "mismatches").c_str(),
+                bad_lines_ ? (", " + counted(bad_lines_, "bad line", "bad lines") + " (not compared)").c_str() : "");
     std::fputs(first_mismatch_.c_str(), stdout);
     return bad_lines_ ? 2 : mismatches_ ? 1 : 0;
   }

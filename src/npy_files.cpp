@@ -31,9 +31,12 @@ npy::array read_npy(const std::string& path, std::string_view rounded_to) {
     return npy::read(path);
   } catch (const npy::npy_error& error) {
     const std::string_view message = error.what();
-    const bool float64 = message.find("element type '<f8'") != std::string_view::npos ||
-                         message.find("element type '>f8'") != std::string_view::npos;
-    fail(printable(message) + (float64 ? "; round it to " + std::string(rounded_to) + " first" : ""));
+    // Named by what this file must hold, not by every type the reader knows.
+    for (const std::string_view float64 : {"'<f8'", "'>f8'"})
+      if (message.find(std::string("element type ") + std::string(float64)) != std::string_view::npos)
+        fail(printable(path) + ": element type " + std::string(float64) + " (float64) is not " + std::string(rounded_to) +
+             "; round it to " + std::string(rounded_to) + " first");
+    fail(printable(message));
   } catch (const std::logic_error&) {  // std::stoull on a shape that is not a list of integers
     fail(printable(path) + ": not a .npy file: its header's shape is not a tuple of integers");
   }

@@ -19,3 +19,9 @@ add_test(NAME attention_rounding_sites COMMAND test_attention --test-case=roundi
 # The leading indicator's P-bar = 1 interval against every fp32 input (about a minute on 2 cores).
 add_test(NAME attention_p_bar_one_sweep COMMAND test_attention "-tc=P-bar is 1 exactly*")
 set_tests_properties(attention_p_bar_one_sweep PROPERTIES LABELS exhaustive ENVIRONMENT BITEXACT_P_BAR_SWEEP=all TIMEOUT 0)
+# Every field of every GPU preset's description changes the bits on a probe call or is refused, naming it.
+bitexact_add_test_program(test_attention_kernel_fields test_attention_kernel_fields.cpp)
+add_test(NAME attention_kernel_fields COMMAND test_attention_kernel_fields)
+# Over a thousand emulator calls (about 1.5 minutes here): the sanitize preset skips the "sweep" label;
+# attention_replay runs the same code under the sanitizers.
+set_tests_properties(attention_kernel_fields PROPERTIES LABELS sweep)

@@ -194,6 +194,8 @@ bitexact_cli_test(error_ambiguous_hex RC 2 ARGS trace add 0xC013 1 ONE_LINE_ERRO
 bitexact_cli_test(error_hex_float_without_exponent RC 2 ARGS trace add 0x1.8 1 ONE_LINE_ERROR)
 bitexact_cli_test(error_empty_operand RC 2 ARGS trace add bf16: 1 ONE_LINE_ERROR)
 bitexact_cli_test(error_decimal_overflow RC 2 ARGS trace add 1e39 1 ONE_LINE_ERROR ERROR_CONTAINS "beyond the largest finite")
+bitexact_cli_test(error_e4m3_overflow_names_no_infinity RC 2 ARGS trace add e4m3:480 e4m3:1 ONE_LINE_ERROR
+                  ERROR_CONTAINS "beyond the largest finite e4m3 value; e4m3 has no infinity: write nan")
 bitexact_cli_test(error_e4m3_infinity RC 2 ARGS trace add e4m3:inf e4m3:1 ONE_LINE_ERROR ERROR_CONTAINS "no infinity")
 bitexact_cli_test(error_inexact_refused RC 2 ARGS trace add 0.1 1 --exact-operands ONE_LINE_ERROR)
 bitexact_cli_test(error_mixed_formats_without_to RC 2 ARGS trace add bf16:1 fp32:1 ONE_LINE_ERROR ERROR_CONTAINS "--to")
@@ -454,6 +456,10 @@ bitexact_cli_test(eval_check_mismatch RC 1 ARGS eval f32_add --check INPUT ${BIT
   CONTAINS "f32_add --check: 3 cases compared, 2 mismatches\n"
   "first mismatch, line 3: f32_add 3F800000 33800000\n  capture 3F800001 01 (inexact)\n  model   3F800000 01 (inexact)"
   "0x3F800001                         0x3F800000   <- differs" "guard 1 | round 0 | sticky bits 0")
+# One case, one mismatch: the counts read in the singular.
+file(WRITE ${BITEXACT_CLI_DATA}/check_one_mismatch.in "3F800000 33800000 3F800001 01\n")
+bitexact_cli_test(eval_check_one_mismatch RC 1 ARGS eval f32_add --check INPUT ${BITEXACT_CLI_DATA}/check_one_mismatch.in
+  CONTAINS "f32_add --check: 1 case compared, 1 mismatch\n")
 bitexact_cli_test(eval_check_bad_line RC 2 ARGS eval f32_add --check INPUT ${BITEXACT_CLI_DATA}/f32_add.in
   CONTAINS "0 cases compared, 0 mismatches, 8 bad lines" ERROR_CONTAINS "the expected result (8 digits) and flags")
 file(WRITE ${BITEXACT_CLI_DATA}/comments_only.in "# nothing\n\n")
@@ -508,18 +514,18 @@ bitexact_cli_test(attention_float32_input_agrees ARGS attention ${attention_smal
 bitexact_cli_test(attention_mismatch_names_first_index RC 1 ARGS attention ${n1000}/q.npy ${n1000}/k.npy
   ${n1000}/v.npy --batch-heads 1,4 --scale 0.2 --expect-o ${n1000}/o.npy --expect-lse ${n1000}/lse.npy
   CONTAINS "scale 0.2 (0x3E4CCCCD)" "O: 64000 elements compared, 14844 mismatches"
-  "first mismatch in O at [20, 0] (row, col)\n  expected 0xBCD2 (-0.025634765625)\n  model    0xBCBA (-0.022705078125)"
+  "first mismatch in O at [20, 0] (row, col)\n  file     0xBCD2 (-0.025634765625)\n  model    0xBCBA (-0.022705078125)"
   "row 20: row block 0 (rows 0..63); 4 K/V blocks of 256 keys" "split 3 of 4: block 3 (keys 768..999)"
   "then the combine kernel merged the 4 splits' O and L" "L: 1000 elements compared, 998 mismatches"
-  "first mismatch in L at [0] (row)\n  expected 0x40E54888")
+  "first mismatch in L at [0] (row)\n  file     0x40E54888")
 # One flipped bit in the second head: the index is (b, h, row, col).
 bitexact_cli_test(attention_mismatch_four_dimensional_index RC 1 ARGS attention ${attention_small}/attention_b1h2_q.npy
   ${attention_small}/attention_b1h2_k.npy ${attention_small}/attention_b1h2_v.npy --causal
   --expect-o ${attention_small}/attention_b1h2_o_flipped.npy
-  CONTAINS "O: 2176 elements compared, 1 mismatches\n  distance in bf16 ulps 1: 1; the model above the file: 0, below: 1\nfirst mismatch in O at [0, 1, 5, 7] (b, h, row, col)"
-  "  expected 0xBDAA (-0.0830078125)\n  model    0xBDAB (-0.08349609375)"
+  CONTAINS "O: 2176 elements compared, 1 mismatch\n  distance in bf16 ulps 1: 1; the model above the file: 0, below: 1\nfirst mismatch in O at [0, 1, 5, 7] (b, h, row, col)"
+  "  file     0xBDAA (-0.0830078125)\n  model    0xBDAB (-0.08349609375)"
   "causal: the row sees keys 0..5, its diagonal in block 0\n    one pass: block 0 (keys 0..16)")
-# The first mismatch of O explained: its row and every rounding of the element, and where the expected bf16
+# The first mismatch of O explained: its row and every rounding of the element, and where the file's bf16
 # value's float32 range lies against the model's value before the conversion.
 bitexact_cli_test(attention_mismatch_explained RC 1 ARGS attention ${attention_small}/attention_b1h2_q.npy
   ${attention_small}/attention_b1h2_k.npy ${attention_small}/attention_b1h2_v.npy --causal
@@ -622,6 +628,16 @@ set_tests_properties(cli_attention_written_o_is_the_capture cli_attention_writte
 # Bad input: one line naming the file (or the option) and what was expected, exit 2.
 bitexact_cli_test(attention_error_missing_file RC 2 ARGS attention ${attention_small}/attention_missing.npy
   ${n17}/k.npy ${n17}/v.npy ONE_LINE_ERROR ERROR_CONTAINS "attention_missing.npy: cannot open")
+# Forged headers: a shape whose byte count wraps std::size_t, or a negative extent, is refused as such.
+bitexact_cli_test(attention_error_forged_shape_wraps RC 2 ARGS attention ${attention_small}/forged_shape_2e62_2e62.npy
+  ${n17}/k.npy ${n17}/v.npy ONE_LINE_ERROR ERROR_CONTAINS
+  "forged_shape_2e62_2e62.npy: holds 0 data bytes, but its header (4611686018427387904, 4611686018427387904) of '<u2' needs more than 2^64")
+bitexact_cli_test(attention_error_forged_batch_heads_wrap RC 2 ARGS attention
+  ${attention_small}/forged_shape_2e32_2e32_1_64.npy ${n17}/k.npy ${n17}/v.npy ONE_LINE_ERROR ERROR_CONTAINS
+  "forged_shape_2e32_2e32_1_64.npy: holds 0 data bytes, but its header (4294967296, 4294967296, 1, 64) of '<u2' needs more than 2^64")
+bitexact_cli_test(attention_error_forged_negative_extent RC 2 ARGS attention
+  ${attention_small}/forged_shape_negative.npy ${n17}/k.npy ${n17}/v.npy ONE_LINE_ERROR ERROR_CONTAINS
+  "forged_shape_negative.npy: not a .npy file: its header's shape (-1, 64) has an extent that is not an integer from 0 to 10^19 - 1")
 bitexact_cli_test(attention_error_truncated RC 2 ARGS attention ${attention_small}/attention_truncated.npy
   ${n17}/k.npy ${n17}/v.npy ONE_LINE_ERROR ERROR_CONTAINS "attention_truncated.npy: holds 2076 data bytes" "(truncated?)")
 bitexact_cli_test(attention_error_not_npy RC 2 ARGS attention ${attention_small}/nul_in_line.in ${n17}/k.npy ${n17}/v.npy
@@ -645,9 +661,10 @@ bitexact_cli_test(attention_error_v_head_dim RC 2 ARGS attention ${n17}/q.npy ${
 # Float64 numbers are not the bits a GPU wrote: the line says to round them (to bf16 for O, to float32 for L).
 bitexact_cli_test(attention_error_float64_expect_o RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
   --expect-o ${attention_small}/attention_f64.npy ONE_LINE_ERROR
-  ERROR_CONTAINS "attention_f64.npy: element type '<f8' is not supported" "; round it to bf16 first")
+  ERROR_CONTAINS "attention_f64.npy: element type '<f8' (float64) is not bf16; round it to bf16 first")
 bitexact_cli_test(attention_error_float64_expect_lse RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
-  --expect-lse ${attention_small}/attention_f64.npy ONE_LINE_ERROR ERROR_CONTAINS "; round it to float32 first")
+  --expect-lse ${attention_small}/attention_f64.npy ONE_LINE_ERROR
+  ERROR_CONTAINS "attention_f64.npy: element type '<f8' (float64) is not float32; round it to float32 first")
 # The file named is the one the other two disagree with.
 bitexact_cli_test(attention_error_q_head_dim RC 2 ARGS attention
   ${attention_data}/single_d128_n17_causal_normal_h211/q.npy ${n17}/k.npy ${n17}/v.npy ONE_LINE_ERROR
@@ -803,6 +820,19 @@ bitexact_cli_test(attention_kernel_file_against_flex RC 1 ARGS attention ${trito
 bitexact_cli_test(attention_error_bad_kernel_file RC 2 ARGS attention ${triton_head}/q.npy ${triton_head}/k.npy
   ${triton_head}/v.npy --kernel ${CMAKE_CURRENT_LIST_DIR}/cli/kernel_unknown_field.json ONE_LINE_ERROR
   ERROR_CONTAINS "kernel description: field 'warps': unknown field")
+# The memory-efficient backend's L, padded from 300 to 320 rows of +inf: the first 300 compared, the padding checked.
+set(efficient_head ${CMAKE_CURRENT_LIST_DIR}/data/attention_backends/d128_q300_k1000_causal_normal_h0)
+bitexact_cli_test(attention_efficient_padded_lse ARGS attention ${efficient_head}/q.npy ${efficient_head}/k.npy
+  ${efficient_head}/v.npy --causal --preset pytorch_sdpa_efficient_sm90 --expect-lse ${efficient_head}/lse_efficient.npy
+  CONTAINS "L: the file's rows 300 to 319 of each head are padding (+inf), not compared\nL: 300 elements compared, 0 mismatches")
+bitexact_cli_test(attention_error_padded_lse_holds_a_value RC 2 ARGS attention ${efficient_head}/q.npy
+  ${efficient_head}/k.npy ${efficient_head}/v.npy --causal --preset pytorch_sdpa_efficient_sm90
+  --expect-lse ${attention_small}/lse_efficient_padding_not_inf.npy ONE_LINE_ERROR
+  ERROR_CONTAINS "lse_efficient_padding_not_inf.npy: L's padding row 305 holds 1 (0x3F800000), not +inf; rows 300 to 319 must be the backend's padding")
+# A .npy file given as --kernel: said so, not the parser's quote of its first byte (0x93).
+bitexact_cli_test(attention_error_kernel_is_npy RC 2 ARGS attention ${triton_head}/q.npy ${triton_head}/k.npy
+  ${triton_head}/v.npy --kernel ${triton_head}/q.npy ONE_LINE_ERROR
+  ERROR_CONTAINS "kernel description: not JSON: a NumPy .npy file, not a description")
 bitexact_cli_test(attention_error_preset_and_kernel RC 2 ARGS attention ${triton_head}/q.npy ${triton_head}/k.npy
   ${triton_head}/v.npy --preset flex_attention_sm90 --kernel ${triton_example} ONE_LINE_ERROR
   ERROR_CONTAINS "--preset and --kernel both name the kernel")

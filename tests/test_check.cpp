@@ -140,4 +140,15 @@ TEST_CASE("zero and subnormal exponent fields show what they mean, not the field
   CHECK(side_by_side(e4m3, 0x7E, 0x7F).find("1111 (8)                           1111 (8)\n") != std::string::npos);
 }
 
+TEST_CASE("counts read in the singular for one, and the reference column is named for what it holds") {
+  CHECK(counted(1, "mismatch", "mismatches") == "1 mismatch");
+  CHECK(counted(0, "mismatch", "mismatches") == "0 mismatches");
+  CHECK(counted(2176, "element", "elements") == "2176 elements");
+  const std::string by_hand = side_by_side(bf16, 0x3F80, 0x3F81, "expected");
+  CHECK(by_hand.starts_with("             got                                expected\n"));
+  CHECK(by_hand.find("(got below the expected value)") != std::string::npos);
+  CHECK(by_hand.find("model") == std::string::npos);
+  CHECK(side_by_side(bf16, 0x3F80, 0x3F81).find("(got below the model's value)") != std::string::npos);
+}
+
 }  // TEST_SUITE

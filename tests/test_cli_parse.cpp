@@ -76,6 +76,10 @@ TEST_CASE("decimals convert exactly when they can and are marked when rounded") 
   CHECK(error_of("1e39").find("beyond the largest finite fp32") != std::string::npos);
   CHECK(error_of("65520", fp16).find("beyond") != std::string::npos);  // rounds to inf in fp16
   CHECK(error_of("480", e4m3).find("beyond") != std::string::npos);    // rounds to e4m3's NaN pattern
+  // e4m3 has no infinity: the advice must not send the user to one.
+  CHECK(error_of("480", e4m3) == "'480' is beyond the largest finite e4m3 value; e4m3 has no infinity: write nan, the "
+                                 "largest finite value or a bit pattern");
+  CHECK(error_of("1e39").find("write inf or -inf") != std::string::npos);
 }
 
 TEST_CASE("C hex floats") {

@@ -50,6 +50,43 @@ class Flags(enum.IntFlag):
     INVALID = 16
 
 
+# ---------------------------------------------------------------- options
+
+# What each keyword option of the public functions takes, by name: checked before the extension is called,
+# whose own refusal of a wrong type (pybind11's) prints its whole signature.
+_OPTION_KINDS = {
+    "rounding": ("a mode name (str), e.g. 'nearest_even'", (str,)),
+    "tininess": ("a tininess name (str), e.g. 'after_rounding'", (str,)),
+    "nans": ("a NaN policy name (str), e.g. 'ieee_propagate'", (str,)),
+    "ftz": ("True or False", (bool, np.bool_)),
+    "daz": ("True or False", (bool, np.bool_)),
+    "causal": ("True or False", (bool, np.bool_)),
+    "autocast": ("True or False", (bool, np.bool_)),
+    "scale": ("a number", (int, float, np.integer, np.floating)),
+    "beta": ("a number", (int, float, np.integer, np.floating)),
+    "eps": ("a number", (int, float, np.integer, np.floating)),
+    "splits": ("an integer", (int, np.integer)),
+    "gpu": ("a GPU name (str)", (str,)),
+    "preset": ("a preset name (str)", (str,)),
+    "style": ("a style name (str): text, markdown, latex or json", (str,)),
+}
+
+
+# The options whose default is None (the library's choice).
+_OPTIONAL = ("scale", "beta", "eps", "splits", "gpu", "preset")
+
+
+def _check_options(function, **options):
+    """TypeError in one line for an option of the wrong type (None passes where the default is None)."""
+    for name, given in options.items():
+        if given is None and name in _OPTIONAL:
+            continue
+        what, types = _OPTION_KINDS[name]
+        number = types[0] in (int, float)
+        if not isinstance(given, types) or (number and isinstance(given, (bool, np.bool_))):
+            raise TypeError(f"{function}: {name} is {what}, not {given!r}")
+
+
 # ---------------------------------------------------------------- formats
 
 _STORAGE = {1: np.uint8, 2: np.uint16, 4: np.uint32}
@@ -267,7 +304,10 @@ def _operand_formats(format, arity, op, operands=()):
 
 def _result_format(formats, result_format, op, ask="name the result with result_format="):
     # The library's rule (core/dispatch.hpp's result_format_of), as the command applies it to --to.
-    result = _bitexact._result_format(list(formats), result_format)
+    try:
+        result = _bitexact._result_format(list(formats), result_format)
+    except ValueError as error:  # a pair that cannot be mixed: asking for result_format= would not help
+        raise ValueError(f"{op}: {error}") from None
     if result is None:
         raise ValueError(f"{op}: the operands are {' and '.join(formats)}; {ask}")
     return result
@@ -275,6 +315,7 @@ def _result_format(formats, result_format, op, ask="name the result with result_
 
 def _elementwise(op, operands, format, result_format=None, rounding="nearest_even", tininess="after_rounding",
                  ftz=False, daz=False, nans="ieee_propagate", random_bits=None, element_flags=False):
+    _check_options(op, rounding=rounding, tininess=tininess, nans=nans)
     formats = _operand_formats(format, len(operands), op, operands)
     names = "abc"
     arrays = [as_bits(x, f, names[i]) for i, (x, f) in enumerate(zip(operands, formats))]
@@ -441,6 +482,7 @@ def trace(op, *operands, format=None, to=None, rounding="nearest_even", tininess
     (format= or fp32 for unprefixed ones; refused when not exact). to: the
     result format (default the operands'; required for convert).
     """
+    _check_options("trace", rounding=rounding, tininess=tininess, ftz=ftz, daz=daz, nans=nans)
     formats = (format,) * len(operands) if format is None or isinstance(format, str) else tuple(format)
     if len(formats) != len(operands):
         raise ValueError(f"trace: format= is one name or one per operand; got {format!r}")
@@ -715,11 +757,23 @@ def kernel_description(name):
     return json.loads(_bitexact._kernel_description(name))
 
 
+def _check_finite_numbers(description, path):
+    """A dict description's NaN or infinity, refused naming its field as the library names fields (JSON, which
+    json.dumps would write it into, has no such number, and its parser would blame a column the user never wrote)."""
+    for key, value in description.items():
+        field = f"{path}.{key}" if path else str(key)
+        if isinstance(value, dict):
+            _check_finite_numbers(value, field)
+        elif isinstance(value, float) and not np.isfinite(value):
+            raise ValueError(f"kernel description: field '{field}': expected a finite number, not {value!r}")
+
+
 def _kernel_text(kernel):
     """The JSON text of kernel=: a dict, or the path of a .json file (str or os.PathLike); None stays None."""
     if kernel is None:
         return None
     if isinstance(kernel, dict):
+        _check_finite_numbers(kernel, "")
         return json.dumps(kernel)
     if not isinstance(kernel, (str, os.PathLike)):
         raise TypeError(f"kernel= is a description as a dict or the path of a .json file, not {type(kernel).__name__}")
@@ -760,6 +814,8 @@ def attention(q, k, v, *, preset=None, kernel=None, causal=False, scale=None, sp
     autocast: the paper presets under torch.autocast (True) or not (False; other models
     raise ValueError).
     """
+    _check_options("attention", preset=preset, causal=causal, scale=scale, splits=splits, gpu=gpu, beta=beta, eps=eps,
+                   autocast=autocast)
     kernel = _kernel_text(kernel)
     q, k, v = _attention_operands(q, k, v)
     n, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
@@ -783,6 +839,7 @@ def attention_backward(q, k, v, o, lse, d_o, *, causal=False, scale=None, batch_
     dealt to ceil(SMs / (B H)) buffers, the SMs of gpu (a name of GPUS, default h100_sxm), B and
     H those of the call the heads came from (batch_heads=(B, H); default the arrays' own).
     """
+    _check_options("attention_backward", causal=causal, scale=scale, gpu=gpu)
     q, k, v = _attention_operands(q, k, v)
     o, d_o = as_bits(o, "bf16", "o"), as_bits(d_o, "bf16", "d_o")
     for name, x in (("o", o), ("d_o", d_o)):
@@ -812,6 +869,8 @@ def attention_row(q, k, v, row, *, col=None, style="text", preset=None, kernel=N
     (normalization "div.full.f32") the divisor l as "inverse". With col=, also "steps": every
     rounding of O[row][col] as traces rendered in style (text, markdown, latex, json); the trace follows
     FA2's arithmetic, and other kernels raise ValueError."""
+    _check_options("attention_row", style=style, preset=preset, causal=causal, scale=scale, splits=splits, gpu=gpu,
+                   beta=beta, eps=eps)
     kernel = _kernel_text(kernel)
     q, k, v = _attention_operands(q, k, v)
     if q.ndim != 2:
@@ -845,6 +904,8 @@ def repeated_max(s=None, head_dim=None, *, q=None, k=None, preset=None, kernel=N
     pytorch_sdpa_flash_sm90 presets; others raise ValueError). beta: the stabilized rule's (its epsilon stays
     the kernel's).
     """
+    _check_options("repeated_max", preset=preset, causal=causal, scale=scale, splits=splits, gpu=gpu, beta=beta,
+                   eps=eps)
     kernel = _kernel_text(kernel)
     if (s is None) == (q is None and k is None) or (q is None) != (k is None):
         raise ValueError("repeated_max: give the scores s (with head_dim), or q and k")

@@ -17,13 +17,18 @@ __all__ = ["assert_bitexact", "assert_matches_model", "mismatch_report"]
 _INDICES_SHOWN = 20
 
 
-def _format_of(x, format):
+def _format_of(x, format, name="actual"):
+    """format's canonical name, else the format x's dtype carries (a PyTorch floating tensor, a float32,
+    float16 or ml_dtypes array); a bare integer array needs format=."""
     if format is not None:
         return bitexact.format_info(format)[0]
-    if bitexact._is_torch_tensor(x):
-        return bitexact.from_torch(x)[1]
-    raise ValueError("name the format of the arrays with format= (a uint16 array could hold bf16 or fp16); "
-                     "only PyTorch tensors of a floating dtype carry their own")
+    carried = bitexact._carried_format(x)
+    if carried is not None:
+        return carried
+    dtype = getattr(x, "dtype", type(x).__name__)
+    raise ValueError(f"name the format of {name} with format= (its dtype {dtype} does not say which: a uint16 array "
+                     f"could hold bf16 or fp16); only float32, float16, ml_dtypes' and PyTorch floating dtypes carry "
+                     f"their own")
 
 
 def _nan_mask(bits, format):
@@ -78,20 +83,21 @@ def _distances(got, want, indices, format):
         bucket = next(iter(buckets))
         label = "1 ulp" if bucket == 1 else "2 ulps" if bucket == 2 else f"{bucket // 2 + 1}-{bucket} ulps"
         direction = "toward zero" if buckets[bucket][1] == 0 else "away from zero"
-        return f"{len(indices)} elements, all {label} {direction}"
+        return f"{len(indices)} element{'' if len(indices) == 1 else 's'}, all {label} {direction}"
     return "by distance " + ", ".join(parts) + (f"; NaN on one side: {int(nan.sum())}" if nan.any() else "")
 
 
-def _message(compared, indices, got, want, format, shape, subject, trace_text):
+def _message(compared, indices, got, want, format, shape, subject, reference, trace_text):
     first = int(indices[0])
     position = np.unravel_index(first, shape) if len(shape) > 1 else (first,)
     shown = " ".join(str(int(i)) for i in indices[:_INDICES_SHOWN])
     more = f" ... ({len(indices) - _INDICES_SHOWN} more)" if len(indices) > _INDICES_SHOWN else ""
-    lines = [f"{len(indices)} of {compared} elements differ from {subject}; first at index {first}"
+    which = "the one element differs" if compared == 1 else f"{len(indices)} of {compared} elements differ"
+    lines = [f"{which} from {subject}; first at index {first}"
              f"{' ' + str(tuple(int(p) for p in position)) if len(shape) > 1 else ''}",
              f"indices: {shown}{more}",
              f"mismatches: {_distances(got, want, indices, format)}",
-             _bitexact._side_by_side(format, int(got[first]), int(want[first])).rstrip("\n")]
+             _bitexact._side_by_side(format, int(got[first]), int(want[first]), reference).rstrip("\n")]
     if trace_text:
         lines.append(f"model trace of element {first}:\n{trace_text}")
     return "\n".join(lines)
@@ -109,7 +115,8 @@ def assert_bitexact(actual, expected, *, format=None, any_nan=False):
     compared, indices, got, want = mismatch_report(actual, expected, format, any_nan)
     if len(indices):
         shape = bitexact.as_bits(actual, format).shape
-        raise AssertionError(_message(compared, indices, got, want, format, shape, "the expected bits", None))
+        raise AssertionError(_message(compared, indices, got, want, format, shape, "the expected bits", "expected",
+                                      None))
     return compared
 
 
@@ -159,8 +166,8 @@ def _element_trace(model, inputs, keywords, index, shape):
     op = getattr(model, "traced_op", None)
     if op is None:
         return f"(none: {getattr(model, '__name__', model)!r} is not one of bitexact's elementwise operations)"
-    formats = keywords.get("format")
-    formats = (formats,) * len(inputs) if isinstance(formats, str) else tuple(formats)
+    # The operands' formats as the model took them: format= or, left out, their dtypes.
+    formats = bitexact._operand_formats(keywords.get("format"), len(inputs), op, inputs)
     operands = []
     for x, f in zip(inputs, formats):
         bits = np.broadcast_to(bitexact.as_bits(x, f), shape)
@@ -196,10 +203,16 @@ def assert_matches_model(actual, model, *inputs, actual_format=None, any_nan=Fal
         format = model_keywords.get("out_format") or model_keywords.get("format", "bf16")
     if format is None and model is bitexact.scaled_matmul:
         format = model_keywords.get("out_format", "bf16")
+    op = getattr(model, "traced_op", None)
+    carried = [bitexact._carried_format(x) for x in inputs]
+    if format is None and bitexact._carried_format(actual) is None and op is not None and \
+            op not in bitexact._PREDICATES and inputs and all(carried):
+        # The operands carry their formats (tensors, ml_dtypes arrays): the result's is the model's rule's.
+        format = bitexact._result_format(carried, None, op)
     format = _format_of(actual, format)
     compared, indices, got, want = mismatch_report(actual, expected, format, any_nan)
     if len(indices):
         shape = np.shape(expected)
         explanation = _element_trace(model, inputs, model_keywords, int(indices[0]), shape)
-        raise AssertionError(_message(compared, indices, got, want, format, shape, "the model", explanation))
+        raise AssertionError(_message(compared, indices, got, want, format, shape, "the model", "model", explanation))
     return compared

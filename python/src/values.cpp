@@ -120,12 +120,14 @@ py::tuple parse(std::string_view text, std::string_view default_format) {
   return py::make_tuple(parsed.operand.bits, std::string(name_of(parsed.operand.fmt)), parsed.operand.exact);
 }
 
-// result_format_of's choice for operands of these formats, by canonical name; None when a mix names no result.
+// result_format_of's choice for operands of these formats, by canonical name; None when a mix names no result;
+// ValueError for a pair that cannot be mixed (the first and last operand, as the command checks them).
 std::optional<std::string> result_format(const std::vector<std::string>& operand_formats,
                                          std::optional<std::string> named) {
   if (operand_formats.empty()) throw std::invalid_argument("result format: no operand formats");
   std::vector<format> formats;
   for (const std::string& name : operand_formats) formats.push_back(format_named(name));
+  require_operand_pair(formats.front(), formats.back());  // before asking for a result format, which cannot help
   const std::optional<format> result =
       result_format_of(formats, named ? std::optional<format>(format_named(*named)) : std::nullopt);
   if (!result) return std::nullopt;
@@ -168,10 +170,10 @@ void register_values(py::module_& m) {
   m.def("_describe", &describe_values, py::arg("format"), py::arg("bits"));
   m.def(
       "_side_by_side",
-      [](std::string_view name, std::uint32_t got, std::uint32_t expected) {
-        return side_by_side(format_named(name), got, expected);
+      [](std::string_view name, std::uint32_t got, std::uint32_t expected, std::string_view reference) {
+        return side_by_side(format_named(name), got, expected, reference);
       },
-      py::arg("format"), py::arg("got"), py::arg("expected"));
+      py::arg("format"), py::arg("got"), py::arg("expected"), py::arg("reference"));
   m.def("_flags_text", [](int bits) { return describe_flags(flags{static_cast<std::uint8_t>(bits)}); },
         py::arg("bits"));
   m.def("_parse_operand", &parse, py::arg("text"), py::arg("default_format"));

@@ -127,3 +127,15 @@ def test_attention_refuses_what_it_cannot_model():
         bitexact.attention(q, k, v, gpu="a100")
     with pytest.raises(TypeError, match="bf16 bit patterns, dtype uint16"):
         bitexact.attention(q.astype(np.float32), k, v)
+
+
+def test_an_option_of_the_wrong_type_is_refused_in_one_line_naming_it():
+    q = np.full((16, 16), 0x3F80, np.uint16)
+    with pytest.raises(TypeError, match=r"^attention: scale is a number, not '0\.1'$"):
+        bitexact.attention(q, q, q, scale="0.1")
+    with pytest.raises(TypeError, match=r"^attention: splits is an integer, not 2\.0$"):
+        bitexact.attention(q, q, q, splits=2.0)
+    with pytest.raises(TypeError, match=r"^attention: causal is True or False, not 'yes'$"):
+        bitexact.attention(q, q, q, causal="yes")
+    with pytest.raises(TypeError, match=r"^attention_row: gpu is a GPU name \(str\), not 132$"):
+        bitexact.attention_row(q, q, q, 0, gpu=132)

@@ -250,3 +250,25 @@ def test_signed_views_are_read_as_the_same_bits_without_a_copy():
     assert bitexact.as_bits(signed, "bf16").base is signed or np.shares_memory(bitexact.as_bits(signed, "bf16"), signed)
     out, _ = bitexact.add(signed, signed, format="bf16")
     np.testing.assert_array_equal(out, bitexact.add(bits, bits, format="bf16")[0])
+
+
+def test_an_option_of_the_wrong_type_is_refused_in_one_line_naming_it():
+    # Checked before the extension, whose own refusal (pybind11's) prints its whole signature.
+    a = np.uint16([0x3F80])
+    with pytest.raises(TypeError, match=r"^add: rounding is a mode name \(str\), e.g. 'nearest_even', not None$"):
+        bitexact.add(a, a, format="bf16", rounding=None)
+    with pytest.raises(TypeError, match=r"^trace: nans is a NaN policy name \(str\), e.g. 'ieee_propagate', not 3$"):
+        bitexact.trace("add", "1", "2", nans=3)
+
+
+def test_formats_that_cannot_be_mixed_say_so_and_do_not_ask_for_a_result_format():
+    a = np.uint16([0x3F80])
+    message = (r"^add: operands of bf16 and fp16 cannot be mixed: a mix needs one of them in fp32 \(an fp32 "
+               r"accumulator and a narrow value\); convert one operand first$")
+    with pytest.raises(ValueError, match=message):
+        bitexact.add(a, a, format=("bf16", "fp16"))
+    with pytest.raises(ValueError, match=message):
+        bitexact.add(a, a, format=("bf16", "fp16"), result_format="fp32")
+    # A mix that can be computed still asks for its result's format.
+    with pytest.raises(ValueError, match=r"^add: the operands are bf16 and fp32; name the result with result_format=$"):
+        bitexact.add(a, np.uint32([0x3F800000]), format=("bf16", "fp32"))

@@ -5,6 +5,7 @@ the one-line refusals of descriptions that are not understood."""
 
 import json
 import pathlib
+import re
 import subprocess
 
 import numpy as np
@@ -130,6 +131,42 @@ def test_a_description_not_understood_is_refused_naming_the_field(edit, message)
     q, k, v = random_head(15, 16)
     with pytest.raises(ValueError, match=message):
         bitexact.attention(q, k, v, kernel=edited("pytorch_sdpa_flash_sm90", edit))
+
+
+@pytest.mark.parametrize("name, edit, message", [
+    # Fields the other fields leave unread (issue 31: they changed no bit).
+    ("flex_attention_sm90", lambda d: d.update(exponent="fma"),
+     r"^kernel description: field 'exponent': not read when scale_placement is scores: leave it out$"),
+    ("flex_attention_sm90", lambda d: d.update(scale_log2_from="double_scale"),
+     r"^kernel description: field 'scale_log2_from': not read when scale_placement is scores: leave it out$"),
+    ("pytorch_sdpa_flash_sm90", lambda d: d.update(log2_e=1.4427),
+     r"^kernel description: field 'log2_e': not read when scale_placement is exponent: leave it out$"),
+    ("pytorch_sdpa_efficient_sm90", lambda d: d.update(block_order="mask_partial_then_full"),
+     r"^kernel description: field 'mask_block': missing \(read when block_order is mask_partial_then_full\)$"),
+    ("flex_attention_sm90", lambda d: d["tiles"]["64"].update(block_m=64),
+     r"^kernel description: field 'tiles\.64': block_order mask_partial_then_full needs block_m equal to mask_block"),
+    # Values that give another's bits.
+    ("pytorch_sdpa_efficient_sm90", lambda d: d.update(rescale="when_max_changes"),
+     r"^kernel description: field 'rescale': when_max_changes gives the bits of every_block"),
+    ("flex_attention_sm90", lambda d: d.update(normalization="rcp.approx.ftz.f32"),
+     r"^kernel description: normalization rcp\.approx\.ftz\.f32 without alu_ftz gives the bits of div\.full\.f32"),
+])
+def test_a_field_that_would_change_no_bit_is_refused_naming_it(name, edit, message):
+    q, k, v = random_head(128, 128)
+    with pytest.raises(ValueError, match=message):
+        bitexact.attention(q, k, v, kernel=edited(name, edit))
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda d: d.update(log2_e=float("nan")), "log2_e"),
+    (lambda d: d.update(stabilize={"beta": float("inf"), "epsilon": 0.001, "across_blocks": False}), "stabilize.beta"),
+])
+def test_a_dict_with_a_nan_or_infinity_names_the_field_not_a_json_column(edit, field):
+    q, k, v = random_head(128, 128)
+    name = "flex_attention_sm90" if field == "log2_e" else "pytorch_sdpa_flash_sm90"
+    with pytest.raises(ValueError, match=rf"^kernel description: field '{re.escape(field)}': expected a finite number, "
+                                         rf"not (nan|inf)$"):
+        bitexact.attention(q, k, v, kernel=edited(name, edit))
 
 
 def test_refusals():

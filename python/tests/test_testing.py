@@ -42,6 +42,60 @@ def test_a_mismatch_names_count_index_both_values_and_the_models_trace():
     assert message.endswith("model trace of element 17:\n" + expected_trace)
 
 
+def _holders():
+    """How a test may hold bf16 operands and results: bit patterns, ml_dtypes' bfloat16, PyTorch tensors."""
+    def plain(bits):
+        return bits
+
+    def ml_dtypes_array(bits):
+        return bits.view(pytest.importorskip("ml_dtypes").bfloat16)
+
+    def tensor(bits):
+        pytest.importorskip("torch")
+        return bitexact.to_torch(bits, "bf16")
+
+    return {"bit patterns": plain, "ml_dtypes": ml_dtypes_array, "torch": tensor}
+
+
+@pytest.mark.parametrize("holder", ["bit patterns", "ml_dtypes", "torch"])
+@pytest.mark.parametrize("actual_is_bits", [False, True], ids=["actual held alike", "actual as bits, actual_format"])
+def test_a_mismatch_of_operands_that_carry_their_format_is_explained(holder, actual_is_bits):
+    hold = _holders()[holder]
+    a, b = operands(64, 2)
+    out, _ = bitexact.add(a, b, format="bf16")
+    wrong = out.copy()
+    wrong[17] ^= 1
+    x, y = hold(a), hold(b)
+    # Only bare bit patterns need format=; the others carry bf16 in their dtype.
+    model_keywords = {"format": "bf16"} if holder == "bit patterns" else {}
+    actual = wrong if actual_is_bits else hold(wrong)
+    actual_keywords = {"actual_format": "bf16"} if actual_is_bits else {}
+    with pytest.raises(AssertionError) as failure:
+        assert_matches_model(actual, bitexact.add, x, y, **actual_keywords, **model_keywords)
+    message = str(failure.value)
+    assert message.startswith("1 of 64 elements differ from the model; first at index 17\n"), message
+    expected_trace = bitexact.trace("add", bitexact.Value(int(a[17]), "bf16"), bitexact.Value(int(b[17]), "bf16")).text
+    assert message.endswith("model trace of element 17:\n" + expected_trace)
+    assert assert_matches_model(hold(out), bitexact.add, x, y, **model_keywords) == 64
+
+
+def test_ml_dtypes_arrays_carry_their_format():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a, b = operands(8, 3)
+    assert assert_bitexact(a.view(ml_dtypes.bfloat16), a.copy().view(ml_dtypes.bfloat16)) == 8
+    with pytest.raises(AssertionError, match=r"elements differ from the expected bits"):
+        assert_bitexact(a.view(ml_dtypes.bfloat16), b.view(ml_dtypes.bfloat16))
+
+
+def test_float32_arrays_carry_their_format():
+    x = np.float32([1.0, 2.5, -3.0])
+    assert assert_bitexact(x, x.copy()) == 3
+    out, _ = bitexact.mul(x, x)
+    with pytest.raises(AssertionError, match=r"^1 of 3 elements differ from the model; first at index 1\n"):
+        assert_matches_model(np.float32([1.0, 6.0, 9.0]), bitexact.mul, x, x)
+    assert assert_matches_model(out.view(np.float32), bitexact.mul, x, x) == 3
+
+
 def test_the_trace_follows_the_models_keywords():
     a, b = operands(64, 1)
     widened = bitexact.convert(a, format="bf16", result_format="fp32")[0]
@@ -88,7 +142,8 @@ def test_a_model_without_a_trace_says_so():
 
 def test_wrong_inputs_say_what_was_expected():
     a, b = operands(8)
-    with pytest.raises(ValueError, match="name the format"):
+    with pytest.raises(ValueError, match=r"^name the format of actual with format= \(its dtype uint16 does not say "
+                                         r"which: a uint16 array could hold bf16 or fp16\)"):
         assert_bitexact(a, b)
     with pytest.raises(AssertionError, match=r"shapes differ: actual \(8,\), expected \(4,\)"):
         assert_bitexact(a, b[:4], format="bf16")
@@ -138,5 +193,15 @@ def test_pytest_shows_the_callers_line_and_no_frame_of_the_helpers(tmp_path):
     output = run.stdout + run.stderr
     assert run.returncode == 1 and "2 failed" in output, output
     assert "assert_matches_model(out, bitexact.add, a, a, format=\"bf16\")" in output, output
-    assert "1 of 2 elements differ from the model" in output and "1 of 1 elements differ" in output, output
+    assert "1 of 2 elements differ from the model" in output and "the one element differs" in output, output
     assert "testing.py" not in output, output
+
+
+def test_assert_bitexact_names_its_column_expected_and_counts_in_the_singular():
+    with pytest.raises(AssertionError) as failure:
+        assert_bitexact(np.uint16([0x3F80]), np.uint16([0x3F81]), format="bf16")
+    message = str(failure.value)
+    assert message.startswith("the one element differs from the expected bits; first at index 0\n"), message
+    assert "mismatches: 1 element, all 1 ulp toward zero" in message
+    assert "got" in message.splitlines()[3] and message.splitlines()[3].rstrip().endswith("expected"), message
+    assert "(got below the expected value)" in message and "model" not in message

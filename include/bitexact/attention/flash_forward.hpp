@@ -518,8 +518,7 @@ class row_slab {
     const float32 shift =
         kernel_.masked_max == masked_max_rule::zero_shift && m == negative_infinity ? float32::zero() : m;
     const float32 alpha = ex2(sub(previous, shift));
-    const bool rescale = kernel_.rescale == rescale_rule::every_block || m.bits != previous.bits;
-    if (rescale && alpha.bits != 0x3F800000u) {  // times exactly 1 leaves every O as it is
+    if (alpha.bits != 0x3F800000u) {  // times exactly 1 leaves every O as it is
       float32* o = o_.data() + ur * static_cast<std::size_t>(d_);
       for (int c = 0; c < d_; ++c) o[c] = mul(o[c], alpha);
     }
@@ -542,7 +541,7 @@ class row_slab {
     float32* sums = sums_.data() + ur * 4;
     switch (kernel_.row_sum) {
       case row_sum_rule::warp_slices_then_add:
-        add_warp_slices(sums[0], rescale ? std::optional<float32>(alpha) : std::nullopt);
+        add_warp_slices(sums[0], alpha);
         return;
       case row_sum_rule::thread_block_sums_fma:
         // Each thread's block sum from +0, folded into its own l_t.
@@ -564,7 +563,7 @@ class row_slab {
               partial[t] = nj + jj == 0 ? x : add(partial[t], x);
             }
         const float32 block_sum = add(add(partial[0], partial[2]), add(partial[1], partial[3]));
-        sums[0] = rescale ? fma(sums[0], alpha, block_sum) : add(sums[0], block_sum);
+        sums[0] = fma(sums[0], alpha, block_sum);
       }
     }
   }
@@ -578,11 +577,12 @@ class row_slab {
   }
 
   // row_sum_rule::warp_slices_then_add on the row's P in row_p_: l times
-  // alpha when given, then each 32-column slice's sum added in order; a slice
-  // is summed per thread from +0 over its columns 8j + 2t + {0, 1}, and the
-  // threads joined (t0 + t1) + (t2 + t3) (shuffles xor 1, then xor 2).
-  void add_warp_slices(float32& sum, std::optional<float32> alpha) const {
-    if (alpha) sum = ptx::mul_f32(sum, *alpha);
+  // alpha (CUTLASS multiplies only when the max grew, when alpha is not
+  // exactly 1: the same bits), then each 32-column slice's sum added in order;
+  // a slice is summed per thread from +0 over its columns 8j + 2t + {0, 1},
+  // and the threads joined (t0 + t1) + (t2 + t3) (shuffles xor 1, then xor 2).
+  void add_warp_slices(float32& sum, float32 alpha) const {
+    sum = ptx::mul_f32(sum, alpha);
     for (std::size_t slice = 0; slice < static_cast<std::size_t>(kernel_.block_n) / 32; ++slice) {
       std::array<float32, 4> partial{};
       for (std::size_t t = 0; t < 4; ++t) {

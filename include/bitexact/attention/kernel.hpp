@@ -68,11 +68,11 @@ enum class row_sum_rule {
   thread_block_sums_fma,
 };
 
-// When O and the row sums are multiplied by alpha.
-enum class rescale_rule {
-  every_block,       // every block after the first (FA2), or every block (Triton: alpha is 0 first)
-  when_max_changes,  // only when the running max changed
-};
+// O and the row sums are multiplied by alpha = ex2(m_old - m) after every
+// block, however the kernel writes it: CUTLASS's memory-efficient kernel
+// multiplies only when the max grew, but alpha is then exactly 1, and x * 1 = x,
+// FFMA(l, 1, s) = l + s (a max of +-inf has made the row NaN already). So no
+// field says when.
 
 // A row with every score so far masked (m = -inf).
 enum class masked_max_rule {
@@ -129,7 +129,6 @@ struct flash_kernel {
   bool unfused_scale = true;
   exponential_unit exponential = exponential_unit::ex2_approx_f32;
   row_sum_rule row_sum = row_sum_rule::thread_partials_across_blocks;
-  rescale_rule rescale = rescale_rule::every_block;
   masked_max_rule masked_max = masked_max_rule::flash2;
   normalization normalize = normalization::reciprocal_then_multiply;
   lse_formula lse = lse_formula::flash2;
@@ -148,14 +147,15 @@ struct flash_kernel {
 inline bool has_flash2_arithmetic(const flash_kernel& kernel) {
   return kernel.order == block_order::last_to_first && kernel.placement == scale_placement::exponent &&
          kernel.max_in == max_units::scores && kernel.exponential == exponential_unit::ex2_approx_f32 &&
-         kernel.row_sum == row_sum_rule::thread_partials_across_blocks && kernel.rescale == rescale_rule::every_block &&
+         kernel.row_sum == row_sum_rule::thread_partials_across_blocks &&
          kernel.masked_max == masked_max_rule::flash2 && kernel.normalize == normalization::reciprocal_then_multiply &&
          kernel.lse == lse_formula::flash2;
 }
 
-// The combinations of a flash_kernel's fields the emulator computes;
-// std::invalid_argument naming the first field that is not, and why.
-inline void check_arithmetic(const flash_kernel& kernel) {
+// The combinations of a flash_kernel's arithmetic fields the emulator
+// computes, whatever its tiles; std::invalid_argument naming the first field
+// that is not, and why.
+inline void check_arithmetic_fields(const flash_kernel& kernel) {
   const auto refuse = [](const std::string& what) { throw std::invalid_argument("kernel: " + what); };
   const bool exponent_max = kernel.max_in == max_units::exponent;
   if (kernel.placement == scale_placement::scores && !exponent_max)
@@ -165,27 +165,43 @@ inline void check_arithmetic(const flash_kernel& kernel) {
   if (exponent_max != (kernel.row_sum != row_sum_rule::thread_partials_across_blocks))
     refuse("row_sum block_sum_then_fma, warp_slices_then_add or thread_block_sums_fma goes with max_units exponent, "
            "thread_partials_across_blocks with scores");
-  if (kernel.row_sum == row_sum_rule::thread_block_sums_fma && kernel.rescale != rescale_rule::every_block)
-    refuse("row_sum thread_block_sums_fma rescales every block (rescale every_block)");
   if (exponent_max != (kernel.lse != lse_formula::flash2))
     refuse("lse_formula max_plus_log2f, max_over_log2e_plus_logf or max_ln2_plus_lg2_ln2 goes with max_units exponent, "
            "flash2 with scores");
   if ((kernel.lse == lse_formula::max_over_log2e_plus_logf || kernel.lse == lse_formula::max_ln2_plus_lg2_ln2) &&
       !kernel.lse_natural_units)
-    refuse("lse_formula max_over_log2e_plus_logf and max_ln2_plus_lg2_ln2 are in natural units");
+    refuse("lse_units must be natural with lse_formula max_over_log2e_plus_logf or max_ln2_plus_lg2_ln2");
   if (kernel.alu_ftz && !exponent_max) refuse("alu_ftz is modelled with max_units exponent only");
-  if (kernel.row_sum == row_sum_rule::warp_slices_then_add && kernel.block_n % 32 != 0)
-    refuse("row_sum warp_slices_then_add needs block_n a multiple of 32");
+  // div.full.f32 is O * MUFU.RCP(l) too, l scaled first only where l >= 2^126
+  // or l < 2^-126, which a row sum never is (its max's P is 1), and a row
+  // sum of 0 gives O = 0 or NaN either way: only FTZ on O's multiply differs.
+  if (kernel.normalize == normalization::rcp_approx_then_multiply && !kernel.alu_ftz)
+    refuse("normalization rcp.approx.ftz.f32 without alu_ftz gives the bits of div.full.f32 (both O * MUFU.RCP(l)): "
+           "write div.full.f32");
   if (kernel.masked_max == masked_max_rule::flash2 && kernel.order != block_order::last_to_first)
     refuse("masked_max flash2 (FA2's masking steps) needs block_order last_to_first");
-  if (!exponent_max && kernel.rescale != rescale_rule::every_block)
-    refuse("rescale when_max_changes is modelled with max_units exponent only");
   if (kernel.stabilize && exponent_max) refuse("stabilize is modelled on FA2's arithmetic (max_units scores) only");
-  if (kernel.splits > 1 && (kernel.order != block_order::last_to_first || exponent_max))
+}
+
+// A call's tiles and split count against the arithmetic; std::invalid_argument saying why not.
+inline void check_tiles(const flash_kernel& kernel) {
+  const auto refuse = [](const std::string& what) { throw std::invalid_argument("kernel: " + what); };
+  if (kernel.row_sum == row_sum_rule::warp_slices_then_add && kernel.block_n % 32 != 0)
+    refuse("row_sum warp_slices_then_add needs block_n a multiple of 32");
+  if (kernel.splits > 1 && (kernel.order != block_order::last_to_first || kernel.max_in == max_units::exponent))
     refuse("split-KV (splits > 1) is FA2's path: block_order last_to_first, max_units scores");
+  // The block mask's lists decide which K/V blocks a row visits: a thread
+  // block of fewer rows than the mask's block would change no bit.
   if (kernel.order == block_order::mask_partial_then_full &&
-      (kernel.mask_block < kernel.block_n || kernel.mask_block % kernel.block_n != 0 || kernel.mask_block % kernel.block_m != 0))
-    refuse("mask_block must be a multiple of block_m and block_n");
+      (kernel.mask_block != kernel.block_m || kernel.mask_block % kernel.block_n != 0))
+    refuse("block_order mask_partial_then_full needs block_m equal to mask_block (" + std::to_string(kernel.mask_block) +
+           ") and block_n dividing it");
+}
+
+// Every combination check of a resolved kernel: its fields, then its tiles.
+inline void check_arithmetic(const flash_kernel& kernel) {
+  check_arithmetic_fields(kernel);
+  check_tiles(kernel);
 }
 
 // The exponent's scale: the float scale times log2(e) in double, rounded once

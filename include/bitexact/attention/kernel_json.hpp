@@ -2,8 +2,9 @@
 // (`bitexact attention --kernel FILE.json`, `bitexact.attention(...,
 // kernel={...})`) and the form `--list-kernels --json` prints. Every field a
 // description needs must be there and understood: an unknown field, a value of
-// the wrong type, a name not in the tables below or a combination the
-// emulator does not compute is refused with one line naming the field. The
+// the wrong type, a name not in the tables below, a combination the emulator
+// does not compute, or a field that the description's other fields leave
+// unread is refused with one line naming the field. The
 // field names and values are spelled here and nowhere else (docs/attention.md
 // lists them).
 #pragma once
@@ -44,8 +45,9 @@ inline const table<row_sum_rule> row_sums{{"thread_partials_across_blocks", row_
                                           {"block_sum_then_fma", row_sum_rule::block_sum_then_fma},
                                           {"warp_slices_then_add", row_sum_rule::warp_slices_then_add},
                                           {"thread_block_sums_fma", row_sum_rule::thread_block_sums_fma}};
-inline const table<rescale_rule> rescales{{"every_block", rescale_rule::every_block},
-                                          {"when_max_changes", rescale_rule::when_max_changes}};
+// O and l are rescaled after every block (kernel.hpp says why no other rule
+// changes a bit); a field so that a description says it.
+inline const table<bool> rescales{{"every_block", true}};
 inline const table<masked_max_rule> masked_maxima{{"flash2", masked_max_rule::flash2},
                                                   {"zero_shift", masked_max_rule::zero_shift},
                                                   {"unshifted", masked_max_rule::unshifted}};
@@ -112,23 +114,40 @@ inline kernel_description kernel_from_json(std::string_view text) {
   d.name = fields.text("name");
   if (d.name.empty()) detail::description_error("name", "empty");
   if (fields.has("summary")) d.summary = fields.text("summary");
+  // "field is value": the field whose value decides whether another is read.
+  const auto deciding = [](std::string_view field, const auto& table, auto value) {
+    return std::string(field) + " is " + std::string(names::name_of(table, value));
+  };
   d.tiles = detail::tiles(fields, "tiles");
   d.split = fields.named("split_kv", names::split_policies);
-  if (d.split == split_policy::flash2_heuristic) d.split_tiles = detail::tiles(fields, "split_tiles");
+  if (fields.read_when(d.split == split_policy::flash2_heuristic, "split_tiles",
+                       deciding("split_kv", names::split_policies, d.split)))
+    d.split_tiles = detail::tiles(fields, "split_tiles");
   if (fields.has("min_query_rows")) d.min_query_rows = fields.integer("min_query_rows", 1, 1 << 30);
   a.tensor_core = fields.tensor_core("tensor_core").unit;
   a.order = fields.named("block_order", names::block_orders);
-  if (a.order == block_order::mask_partial_then_full) a.mask_block = fields.integer("mask_block", 16, 1 << 20);
+  if (fields.read_when(a.order == block_order::mask_partial_then_full, "mask_block",
+                       deciding("block_order", names::block_orders, a.order)))
+    a.mask_block = fields.integer("mask_block", 16, 1 << 20);
   a.placement = fields.named("scale_placement", names::placements);
-  if (a.placement == scale_placement::scores) a.log2_e = fields.number("log2_e");
-  a.unfused_scale = fields.named("exponent", names::exponent_forms);
-  d.scale_log2_from = fields.named("scale_log2_from", names::scale_log2_sources);
+  // Scores scaled before the max (scale, then log2_e) leave the exponent
+  // ex2(S' - m) without a multiply, and c = RN(scale log2 e) unused.
+  const std::string placement = deciding("scale_placement", names::placements, a.placement);
+  const bool scores_scaled = a.placement == scale_placement::scores;
+  if (fields.read_when(scores_scaled, "log2_e", placement)) a.log2_e = fields.number("log2_e");
+  if (fields.read_when(!scores_scaled, "exponent", placement))
+    a.unfused_scale = fields.named("exponent", names::exponent_forms);
+  if (fields.read_when(!scores_scaled, "scale_log2_from", placement))
+    d.scale_log2_from = fields.named("scale_log2_from", names::scale_log2_sources);
   a.causal = fields.named("causal_alignment", names::causal_alignments);
   a.max_in = fields.named("max_units", names::units);
   a.exponential = fields.named("exponential", names::exponentials);
   a.masked_max = fields.named("masked_max", names::masked_maxima);
   a.row_sum = fields.named("row_sum", names::row_sums);
-  a.rescale = fields.named("rescale", names::rescales);
+  if (fields.has("rescale") && fields.take("rescale") == "when_max_changes")
+    detail::description_error("rescale", "when_max_changes gives the bits of every_block (alpha is exactly 1 while "
+                                         "the max stays, and x * 1 = x): write every_block");
+  fields.named("rescale", names::rescales);
   fields.named("p_rounding", names::p_roundings);
   a.normalize = fields.named("normalization", names::normalizations);
   a.lse = fields.named("lse_formula", names::lse_formulas);
@@ -150,6 +169,11 @@ inline kernel_description kernel_from_json(std::string_view text) {
     detail::description_error("lse_units", "lse_formula flash2 is in natural units");
   if (a.placement != scale_placement::scores && a.lse == lse_formula::max_over_log2e_plus_logf)
     detail::description_error("lse_formula", "max_over_log2e_plus_logf divides by log2_e: scale_placement scores");
+  try {
+    check_arithmetic_fields(a);
+  } catch (const std::invalid_argument& e) {
+    detail::description_error("", std::string(e.what()).substr(8));
+  }
   // Every tile against the arithmetic, as resolve() would give it.
   for (const auto* table : {&d.tiles, &d.split_tiles})
     for (const auto& [dim, tile] : *table) {
@@ -158,9 +182,10 @@ inline kernel_description kernel_from_json(std::string_view text) {
       resolved.block_n = tile.block_n;
       resolved.splits = table == &d.split_tiles ? 2 : 1;
       try {
-        check_arithmetic(resolved);
+        check_tiles(resolved);
       } catch (const std::invalid_argument& e) {
-        detail::description_error("", std::string(e.what()).substr(8) + " (head dim " + std::to_string(dim) + ")");
+        detail::description_error((table == &d.split_tiles ? "split_tiles." : "tiles.") + std::to_string(dim),
+                                  std::string(e.what()).substr(8));
       }
     }
   return d;
@@ -187,15 +212,18 @@ inline nlohmann::ordered_json kernel_to_json(const kernel_description& d) {
   j["block_order"] = names::name_of(names::block_orders, a.order);
   if (a.order == block_order::mask_partial_then_full) j["mask_block"] = a.mask_block;
   j["scale_placement"] = names::name_of(names::placements, a.placement);
-  if (a.placement == scale_placement::scores) j["log2_e"] = static_cast<double>(to_host(a.log2_e));
-  j["exponent"] = names::name_of(names::exponent_forms, a.unfused_scale);
-  j["scale_log2_from"] = names::name_of(names::scale_log2_sources, d.scale_log2_from);
+  if (a.placement == scale_placement::scores) {
+    j["log2_e"] = static_cast<double>(to_host(a.log2_e));
+  } else {
+    j["exponent"] = names::name_of(names::exponent_forms, a.unfused_scale);
+    j["scale_log2_from"] = names::name_of(names::scale_log2_sources, d.scale_log2_from);
+  }
   j["causal_alignment"] = names::name_of(names::causal_alignments, a.causal);
   j["max_units"] = names::name_of(names::units, a.max_in);
   j["exponential"] = names::name_of(names::exponentials, a.exponential);
   j["masked_max"] = names::name_of(names::masked_maxima, a.masked_max);
   j["row_sum"] = names::name_of(names::row_sums, a.row_sum);
-  j["rescale"] = names::name_of(names::rescales, a.rescale);
+  j["rescale"] = "every_block";
   j["p_rounding"] = "cvt.rn.bf16.f32";
   j["normalization"] = names::name_of(names::normalizations, a.normalize);
   j["lse_formula"] = names::name_of(names::lse_formulas, a.lse);

@@ -106,7 +106,7 @@ inline kernel_description pytorch_sdpa_efficient_sm90_description() {
   a.max_in = max_units::exponent;
   a.exponential = exponential_unit::ex2_approx_f32;
   a.row_sum = row_sum_rule::warp_slices_then_add;
-  a.rescale = rescale_rule::when_max_changes;
+  // CUTLASS rescales l and O only when the max grew: the bits of every block (kernel.hpp).
   a.masked_max = masked_max_rule::unshifted;
   a.normalize = normalization::reciprocal_then_multiply;
   a.lse = lse_formula::max_over_log2e_plus_logf;

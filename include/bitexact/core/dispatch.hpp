@@ -94,12 +94,19 @@ constexpr std::optional<format> result_format_of(const Formats& operands, std::o
 
 // fn(format_tag<A>{}, format_tag<B>{}) for a supported pair; throws
 // std::invalid_argument, saying what to do, for any other.
-template <class Fn>
-decltype(auto) with_operand_pair(format a, format b, Fn&& fn) {
+// Throws std::invalid_argument, saying what to do, unless a and b are a
+// supported pair; a front end checks this before it asks for a result format,
+// which cannot help.
+inline void require_operand_pair(format a, format b) {
   if (!supported_operand_pair(a, b))
     throw std::invalid_argument("operands of " + std::string(name_of(a)) + " and " + std::string(name_of(b)) +
                                 " cannot be mixed: a mix needs one of them in fp32 (an fp32 accumulator and a "
                                 "narrow value); convert one operand first");
+}
+
+template <class Fn>
+decltype(auto) with_operand_pair(format a, format b, Fn&& fn) {
+  require_operand_pair(a, b);
   if (a == b) return visit_format(a, [&](auto tag) -> decltype(auto) { return fn(tag, tag); });
   if (a == fp32) return visit_format(b, [&](auto tag) -> decltype(auto) { return fn(format_tag<fp32>{}, tag); });
   return visit_format(a, [&](auto tag) -> decltype(auto) { return fn(tag, format_tag<fp32>{}); });

@@ -38,10 +38,23 @@ std::string_view name_of(const table<E>& names, E value) {
 
 // The document of a description's text, or the refusal that says it is not JSON.
 inline nlohmann::json parse(std::string_view text) {
+  if (text.starts_with("\x93NUMPY")) description_error("", "not JSON: a NumPy .npy file, not a description");
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    description_error("", std::string("not JSON (") + e.what() + ")");
+    // The parser quotes what it last read: bytes that are not printable ASCII
+    // written as \xNN, so that the message stays one line of text.
+    std::string quoted;
+    for (const char c : std::string_view(e.what())) {
+      const auto byte = static_cast<unsigned char>(c);
+      if (byte >= 0x20 && byte < 0x7F) {
+        quoted += c;
+        continue;
+      }
+      constexpr char digits[] = "0123456789ABCDEF";
+      quoted += std::string("\\x") + digits[byte >> 4] + digits[byte & 15];
+    }
+    description_error("", "not JSON (" + quoted + ")");
   }
 }
 
@@ -52,6 +65,16 @@ class json_fields {
   }
 
   bool has(std::string_view key) const { return object_.contains(std::string(key)); }
+
+  // A field that some descriptions read and others do not: `read` says
+  // whether this one does, `because` ("block_order is first_to_last") which
+  // field decides. Missing where read, or present where not, is refused naming
+  // both; returns read.
+  bool read_when(bool read, std::string_view key, const std::string& because) const {
+    if (read && !has(key)) description_error(field(key), "missing (read when " + because + ")");
+    if (!read && has(key)) description_error(field(key), "not read when " + because + ": leave it out");
+    return read;
+  }
 
   const nlohmann::json& take(std::string_view key) {
     const std::string k(key);

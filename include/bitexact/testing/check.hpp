@@ -19,6 +19,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -45,6 +46,11 @@ struct mismatch {
   std::string model_trace;     // the model's trace of this element, as text (empty without an explainer)
 };
 
+// A count and its noun, singular for 1: "1 element", "3 mismatches".
+inline std::string counted(std::uint64_t count, std::string_view singular, std::string_view plural) {
+  return fmt::format("{} {}", count, count == 1 ? singular : plural);
+}
+
 struct check_report {
   std::size_t compared = 0;
   std::size_t mismatches = 0;
@@ -53,10 +59,11 @@ struct check_report {
 
   bool ok() const { return mismatches == 0; }
   std::string message() const {
-    if (ok()) return fmt::format("{} elements compared, all bit-identical to the model", compared);
+    if (ok()) return counted(compared, "element", "elements") + " compared, all bit-identical to the model";
     const mismatch& m = *first_mismatch;
-    std::string out = fmt::format("{} of {} elements differ from the model; first at index {}\nindices:", mismatches,
-                                  compared, m.index);
+    const std::string which =
+        compared == 1 ? std::string("the one element differs") : fmt::format("{} of {} elements differ", mismatches, compared);
+    std::string out = fmt::format("{} from the model; first at index {}\nindices:", which, m.index);
     constexpr std::size_t indices_shown = 20;
     for (std::size_t k = 0; k < std::min(mismatch_indices.size(), indices_shown); ++k)
       out += fmt::format(" {}", mismatch_indices[k]);
@@ -84,10 +91,12 @@ inline std::optional<long long> ulp_distance(format f, std::uint32_t got, std::u
   return *g - *e;
 }
 
-// Two bit patterns of one format, decoded in two columns. Bits set above the
-// format's width (a tf32 in 32-bit storage) are shown apart; the fields
-// decode the format's own bits.
-inline std::string side_by_side(format f, std::uint32_t got, std::uint32_t expected) {
+// Two bit patterns of one format, decoded in two columns: got, and what it
+// is checked against (`reference`: "model", or "expected" for bits given by
+// hand). Bits set above the format's width (a tf32 in 32-bit storage) are
+// shown apart; the fields decode the format's own bits.
+inline std::string side_by_side(format f, std::uint32_t got, std::uint32_t expected,
+                                std::string_view reference = "model") {
   const auto row = [](std::string_view label, const std::string& left, const std::string& right) {
     return fmt::format("  {:<10} {:<34} {}{}\n", label, left, right, left == right ? "" : "   <- differs");
   };
@@ -114,7 +123,7 @@ inline std::string side_by_side(format f, std::uint32_t got, std::uint32_t expec
   const auto stray = [&](std::uint32_t bits) {
     return (bits & ~own_bits) == 0 ? std::string("none") : fmt::format("0x{:X}", bits & ~own_bits);
   };
-  std::string out = fmt::format("  {:<10} {:<34} {}\n", "", "got", "model");
+  std::string out = fmt::format("  {:<10} {:<34} {}\n", "", "got", reference);
   out += row("bits", hex(got), hex(expected));
   if (((got | expected) & ~own_bits) != 0)
     out += row(fmt::format("above {}", f.width() - 1), stray(got), stray(expected));  // not part of the value
@@ -124,8 +133,9 @@ inline std::string side_by_side(format f, std::uint32_t got, std::uint32_t expec
   out += row("class", kind(got), kind(expected));
   out += row("value", decimal(got), decimal(expected));
   if (const auto distance = ulp_distance(f, got, expected))
-    out += fmt::format("  {:<10} {:+} ulp (got {} the model's value)\n", "distance", *distance,
-                       *distance > 0 ? "above" : *distance < 0 ? "below" : "equals");
+    out += fmt::format("  {:<10} {:+} ulp (got {} the {} value)\n", "distance", *distance,
+                       *distance > 0 ? "above" : *distance < 0 ? "below" : "equals",
+                       reference == "model" ? std::string("model's") : std::string(reference));
   return out;
 }
 

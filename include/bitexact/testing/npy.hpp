@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -65,6 +67,19 @@ inline std::string dict_value(const std::string& header, const std::string& key,
   return header.substr(start, end - start + (close == ',' ? 0 : 1));
 }
 
+// The data bytes of a shape's elements, or nullopt when that is 2^64 or more
+// (the product would wrap).
+inline std::optional<std::size_t> data_bytes(const std::vector<std::size_t>& shape, std::size_t element_size) {
+  for (const std::size_t extent : shape)
+    if (extent == 0) return 0;
+  std::size_t bytes = element_size;
+  for (const std::size_t extent : shape) {
+    if (bytes > std::numeric_limits<std::size_t>::max() / extent) return std::nullopt;
+    bytes *= extent;
+  }
+  return bytes;
+}
+
 }  // namespace detail
 
 inline array read(const std::string& path) {
@@ -108,15 +123,22 @@ inline array read(const std::string& path) {
   const std::string shape = detail::dict_value(header, "shape", path);
   std::stringstream dims(shape.substr(1, shape.size() - 2));
   for (std::string item; std::getline(dims, item, ',');) {
-    if (item.find_first_not_of(' ') == std::string::npos) continue;
-    a.shape.push_back(static_cast<std::size_t>(std::stoull(item)));
+    const std::size_t first = item.find_first_not_of(' '), last = item.find_last_not_of(' ');
+    if (first == std::string::npos) continue;
+    const std::string extent = item.substr(first, last - first + 1);
+    // Digits only, at most 19 of them: no sign, and an extent that std::size_t holds (10^19 < 2^64).
+    if (extent.size() > 19 || extent.find_first_not_of("0123456789") != std::string::npos)
+      throw npy_error(path + ": not a .npy file: its header's shape " + shape +
+                      " has an extent that is not an integer from 0 to 10^19 - 1");
+    a.shape.push_back(static_cast<std::size_t>(std::stoull(extent)));
   }
-  const std::size_t expected = a.element_count() * a.element_size();
-  const std::size_t data_start = header_start + header_length;
-  if (file.size() - data_start != expected)
-    throw npy_error(path + ": holds " + std::to_string(file.size() - data_start) + " data bytes, but its header " +
-                    detail::shape_text(a.shape) + " of '" + a.descr + "' needs " + std::to_string(expected) +
-                    (file.size() - data_start < expected ? " (truncated?)" : ""));
+  const std::size_t data_start = header_start + header_length, held = file.size() - data_start;
+  const std::optional<std::size_t> expected = detail::data_bytes(a.shape, a.element_size());
+  if (expected != held)
+    throw npy_error(path + ": holds " + std::to_string(held) + " data bytes, but its header " +
+                    detail::shape_text(a.shape) + " of '" + a.descr + "' needs " +
+                    (expected ? std::to_string(*expected) : "more than 2^64") +
+                    (expected && held < *expected ? " (truncated?)" : ""));
   a.bytes.assign(file.begin() + static_cast<std::ptrdiff_t>(data_start), file.end());
   return a;
 }

@@ -114,8 +114,10 @@ inline std::string finish_rounded(std::string_view text, format f, bool sign, in
                                   bool inexact_below, parsed_operand& out) {
   const auto [bits, raised] = round_to_format(f, sign, exponent, significand, inexact_below);
   if (raised.any(flags::overflow))
-    return quoted_input(text) + " is beyond the largest finite " + std::string(name_of(f)) +
-           " value; write inf or -inf for an infinity, or a bit pattern";
+    return quoted_input(text) + " is beyond the largest finite " + std::string(name_of(f)) + " value; " +
+           (f.has_infinity() ? "write inf or -inf for an infinity, or a bit pattern"
+                             : std::string(name_of(f)) + " has no infinity: write nan, the largest finite value or a "
+                                                         "bit pattern");
   out.bits = bits;
   out.exact = !raised.any(flags::inexact);
   out.rounded_to_zero = (bits & ((f.width() == 32 ? 0xFFFFFFFFu : (1u << f.width()) - 1) >> 1)) == 0;

@@ -35,7 +35,7 @@ def test_matmul_replays_cublas(data_dir, compared):
         np.testing.assert_array_equal(model, d.view(model.dtype), err_msg=case["name"])
         compared(d.size)
         replayed += 1
-    assert replayed == 29
+    assert replayed == 30
 
 
 def test_matmul_threads_do_not_change_the_bits():

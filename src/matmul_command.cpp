@@ -22,6 +22,7 @@
 #include <bitexact/matmul/identify.hpp>
 #include <bitexact/matmul/kernels.hpp>
 
+#include "differences.hpp"
 #include "npy_files.hpp"
 
 namespace bitexact::cli {
@@ -31,7 +32,7 @@ constexpr std::string_view matmul_help =
     "usage: bitexact matmul A.npy B.npy [--preset NAME | --kernel FILE.json] [--in-format F]\n"
     "           [--b-format F] [--out-format F] [--splits N] [--bias FILE] [--c FILE --beta X]\n"
     "           [--alpha X] [--scale-a X|FILE --scale-b X|FILE] [--out FILE] [--expect FILE]\n"
-    "           [--identify] [--threads N]\n"
+    "           [--identify | --explain ROW,COL | --compare A,B] [--threads N]\n"
     "       bitexact matmul --list-kernels | --print-kernel NAME\n"
     "\n"
     "D = A B as a GPU kernel computes it, bit for bit: each output the tensor core's chain of\n"
@@ -71,6 +72,7 @@ struct matmul_options {
   std::optional<int> splits;
   bool identify = false;
   std::optional<std::pair<std::size_t, std::size_t>> explain;  // --explain ROW,COL
+  std::vector<matmul::gemm_description> compare;               // --compare A B
   unsigned threads = 0;
 };
 
@@ -144,6 +146,23 @@ std::vector<option> option_table(matmul_options& o) {
          if (parts.size() != 2) fail("matmul: --explain takes ROW,COL (two integers), not '" + printable(text) + "'");
          o.explain = std::pair{parse_integer(parts[0], std::size_t{0}, std::size_t{1} << 24, "a row from 0"),
                                parse_integer(parts[1], std::size_t{0}, std::size_t{1} << 24, "a column from 0")};
+       }},
+      {"--compare", "A,B", "two kernels, each a preset's name or a .json description: how many\n"
+                           "elements differ, and where the first one's chains part",
+       [&](std::string_view text) {
+         const std::vector<std::string_view> names = split_list(text);
+         if (names.size() != 2) fail("matmul: --compare takes two kernels, A,B, not '" + printable(text) + "'");
+         for (const std::string_view name : names) {
+           if (name.size() > 5 && name.substr(name.size() - 5) == ".json") {
+             o.compare.push_back(read_description(name));
+             continue;
+           }
+           try {
+             o.compare.push_back(matmul::find_gemm_preset(name));
+           } catch (const std::invalid_argument& e) {
+             fail(std::string("matmul: ") + e.what());
+           }
+         }
        }},
       {"--threads", "N", "threads to compute on (default 0: one per core; the bits are the same)",
        [&](std::string_view n) { o.threads = parse_integer(n, 0u, 1024u, "an integer from 0 to 1024"); }},
@@ -219,11 +238,6 @@ std::string_view layout_name(matmul::scale_layout layout, bool of_a) {
   return "?";
 }
 
-template <format F>
-std::string value_text(value<F> x) {
-  return fmt::format("0x{:0{}X} ({})", x.bits, F.width() / 4, to_double(x));
-}
-
 // The account of one output (matmul::explain_output), as text.
 template <format Out>
 void print_explanation(const matmul::gemm_description& d, const matmul::output_explanation<Out>& e) {
@@ -255,6 +269,74 @@ void print_explanation(const matmul::gemm_description& d, const matmul::output_e
   if (e.epilogue.has_alpha_beta) std::printf("alpha and beta x C: %s\n", value_text(e.epilogue.combined).c_str());
   if (e.epilogue.has_bias) std::printf("plus the bias: %s\n", value_text(e.epilogue.biased).c_str());
   std::printf("rounded to %s: %s\n", std::string(name_of(Out)).c_str(), value_text(e.out).c_str());
+}
+
+// --compare: both kernels' D, their differences, and where the first
+// differing element's accounts part (a split's range, a step, a piece's
+// addition, the reduction, the epilogue).
+template <format InA, format InB, format Out>
+int compare(const matmul_options& o, const matmul::gemm_call<InA, InB, Out>& call) {
+  const matmul::gemm_description &a = o.compare[0], &b = o.compare[1];
+  for (const matmul::gemm_description* d : {&a, &b}) {
+    try {
+      matmul::check_call(*d, call);
+    } catch (const std::invalid_argument& e) {
+      fail(std::string(e.what()) + " (" + d->name + ")");
+    }
+  }
+  const std::vector<value<Out>> da = matmul::gemm(a, call), db = matmul::gemm(b, call);
+  print_differences(fmt::format("B ({}) against A ({})", b.name, a.name), name_of(Out), da, db);
+  std::size_t first = 0;
+  while (first < da.size() && da[first].bits == db[first].bits) ++first;
+  if (first == da.size()) return 0;
+  const std::size_t row = first / call.shape.n, col = first % call.shape.n;
+  const auto ea = matmul::explain_output(a, call, row, col), eb = matmul::explain_output(b, call, row, col);
+  std::printf("first difference at [%zu, %zu] (row, col): A %s, B %s\n", row, col, value_text(ea.out).c_str(),
+              value_text(eb.out).c_str());
+  for (std::size_t s = 0; s < std::min(ea.splits.size(), eb.splits.size()); ++s) {
+    const matmul::split_record &sa = ea.splits[s], &sb = eb.splits[s];
+    if (sa.first != sb.first || sa.end != sb.end) {
+      std::printf("the splits part at split %zu: A takes K %zu to %zu, B %zu to %zu\n", s, sa.first, sa.end, sb.first,
+                  sb.end);
+      return 1;
+    }
+    for (std::size_t p = 0; p < std::min(sa.pieces.size(), sb.pieces.size()); ++p) {
+      const matmul::piece_record &pa = sa.pieces[p], &pb = sb.pieces[p];
+      if (pa.first != pb.first || pa.end != pb.end) {
+        std::printf("the chains part in split %zu: A's piece %zu takes K %zu to %zu, B's %zu to %zu\n", s, p, pa.first,
+                    pa.end, pb.first, pb.end);
+        return 1;
+      }
+      for (std::size_t i = 0; i < std::min(pa.steps.size(), pb.steps.size()); ++i) {
+        const matmul::step_record &x = pa.steps[i], &y = pb.steps[i];
+        if (x.k_end != y.k_end || x.after.bits != y.after.bits) {
+          std::printf("the chains part in split %zu at step %zu (K %zu to %zu):\n", s, i, x.k_first, x.k_end - 1);
+          for (const auto& [label, step] : {std::pair{"A", x}, std::pair{"B", y}})
+            std::printf("  %s: K %zu to %zu, e_max %d, lsb 2^%d, %d cut -> %s\n", label, step.k_first, step.k_end - 1,
+                        step.e_max, step.lsb_exponent, step.terms_cut, value_text(step.after).c_str());
+          return 1;
+        }
+      }
+      if (pa.accumulator.bits != pb.accumulator.bits) {
+        std::printf("the chains agree, the additions into split %zu's accumulator part after piece %zu: A %s, B %s\n",
+                    s, p, value_text(pa.accumulator).c_str(), value_text(pb.accumulator).c_str());
+        return 1;
+      }
+    }
+    if (sa.total.bits != sb.total.bits) {
+      std::printf("the reductions part at split %zu: A %s, B %s\n", s, value_text(sa.total).c_str(),
+                  value_text(sb.total).c_str());
+      return 1;
+    }
+  }
+  if (ea.splits.size() != eb.splits.size()) {
+    std::printf("A has %zu splits, B %zu\n", ea.splits.size(), eb.splits.size());
+    return 1;
+  }
+  std::printf("the sums agree (%s); the epilogues part: A %s, B %s before the rounding\n",
+              value_text(ea.epilogue.sum).c_str(), value_text(ea.epilogue.biased).c_str(),
+              value_text(eb.epilogue.biased).c_str());
+  return 1;
 }
 
 // --identify: every preset that takes these formats (or the --kernel
@@ -342,13 +424,16 @@ int run(const matmul_options& o, matmul::gemm_description d) {
     fail(e.what());
   }
   const auto product = [&](const matmul::gemm_description& kernel) { return matmul::gemm(kernel, call); };
-  std::printf("matmul: A [%zu, %zu] %s, B [%zu, %zu] %s%s%s%s -> %s, kernel %s\n", s.m, s.k,
+  std::printf("matmul: A [%zu, %zu] %s, B [%zu, %zu] %s%s%s%s -> %s, %s\n", s.m, s.k,
               std::string(name_of(InA)).c_str(), s.k, s.n, std::string(name_of(InB)).c_str(),
               scale_a.empty() ? "" : fmt::format(", scales {} x {}", layout_name(call.a_scales, true),
                                                  layout_name(call.b_scales, false)).c_str(),
-              c.empty() ? "" : ", C", bias.empty() ? "" : ", bias", std::string(name_of(Out)).c_str(), d.name.c_str());
+              c.empty() ? "" : ", C", bias.empty() ? "" : ", bias", std::string(name_of(Out)).c_str(),
+              o.compare.empty() ? ("kernel " + d.name).c_str()
+                                : fmt::format("kernels {} (A) and {} (B)", o.compare[0].name, o.compare[1].name).c_str());
   std::fflush(stdout);
   if (o.identify) return identify(o, call, *expected);
+  if (!o.compare.empty()) return compare(o, call);
   if (o.explain) {
     const auto [row, col] = *o.explain;
     print_explanation(d, matmul::explain_output(d, call, row, col));
@@ -373,6 +458,12 @@ int run(const matmul_options& o, matmul::gemm_description d) {
   std::printf("D: %zu element%s compared, %llu mismatch%s\n", out.size(), out.size() == 1 ? "" : "s",
               static_cast<unsigned long long>(count), count == 1 ? "" : "es");
   if (count == 0) return 0;
+  const difference_summary differences = differences_of(*expected, out);
+  std::printf("  distance in %s ulps %s%s; the model above the file: %llu, below: %llu\n",
+              std::string(name_of(Out)).c_str(), differences.distances().c_str(),
+              differences.nan ? fmt::format("; NaN on one side: {}", differences.nan).c_str() : "",
+              static_cast<unsigned long long>(differences.above),
+              static_cast<unsigned long long>(differences.differ - differences.above - differences.nan));
   std::printf("first mismatch at [%zu, %zu] (row, col)\n  file  %s\n  model %s\n", first / s.n, first % s.n,
               value_text((*expected)[first]).c_str(), value_text(out[first]).c_str());
   print_explanation(d, matmul::explain_output(d, call, first / s.n, first % s.n));
@@ -432,6 +523,10 @@ int matmul_command(const arguments& args) {
          "; see bitexact matmul --help");
   o.a_path = files[0], o.b_path = files[1];
   if (o.identify && o.expect_path.empty()) fail("matmul: --identify needs --expect FILE, the bits to identify");
+  if (!o.compare.empty() &&
+      (o.kernel || o.splits || o.identify || o.explain || !o.expect_path.empty() || !o.out_path.empty()))
+    fail("matmul: --compare computes two kernels and compares them; it takes no --preset, --kernel, --splits (a "
+         "description's \"splits\" says it), --identify, --explain, --expect or --out");
   if (o.explain && (o.identify || !o.expect_path.empty() || !o.out_path.empty()))
     fail("matmul: --explain accounts for one element; it takes no --identify, --expect or --out");
   if (o.identify && (o.splits || !o.out_path.empty()))

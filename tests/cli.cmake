@@ -938,7 +938,8 @@ set(mm_split ${matmul_data}/bf16_splitk_96x200x3000)
 bitexact_cli_test(matmul_split_k ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy --splits 2 --expect ${mm_split}/d.npy
   CONTAINS "matmul: A [16, 3000] bf16, B [3000, 16] bf16 -> bf16, kernel cublas_sm90" "2 splits of K" "D: 256 elements compared, 0 mismatches")
 bitexact_cli_test(matmul_one_chain_misses_the_splits RC 1 ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy
-  --expect ${mm_split}/d.npy CONTAINS "D: 256 elements compared, 17 mismatches" "first mismatch at [0, 0] (row, col)"
+  --expect ${mm_split}/d.npy CONTAINS "D: 256 elements compared, 17 mismatches"
+  "distance in bf16 ulps 1: 17; the model above the file: 0, below: 17" "first mismatch at [0, 0] (row, col)"
   "file  0x4821 (164864)" "model 0x4820 (163840)")
 bitexact_cli_test(matmul_identify ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy --expect ${mm_split}/d.npy --identify
   CONTAINS "every bit of" "(256 elements), of 128 candidates (2 descriptions x split counts 1 to 64)" "cublas_sm90, --splits 2"
@@ -1031,6 +1032,15 @@ bitexact_cli_test(matmul_error_explain_outside RC 2 ARGS matmul ${mm_split}/a.np
 bitexact_cli_test(matmul_mismatch_explained RC 1 ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy
   --expect ${mm_split}/d.npy CONTAINS "first mismatch at [0, 0] (row, col)" "D[0, 0] (row, col) by cublas_sm90: 1 split of K"
   "rounded to bf16: 0x4820 (163840)")
+bitexact_cli_test(matmul_compare RC 1 ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy
+  --compare cublas_sm90,${CMAKE_CURRENT_LIST_DIR}/data/matmul_kernels/cublas_sm90_splits_2.json
+  CONTAINS "B (my_cublas_2_splits) against A (cublas_sm90): 256 elements, 17 differ" "B above A: 17, below: 0"
+  "the splits part at split 0: A takes K 0 to 3000, B 0 to 1536")
+bitexact_cli_test(matmul_compare_fp8_accumulations RC 1 ARGS matmul ${mm_fast}/a.npy ${mm_fast}/b.npy --in-format e4m3
+  --scale-a 0.3 --scale-b 1.7 --out-format fp32 --compare cublas_sm90_fp8_fast_accum,cublas_sm90_fp8
+  CONTAINS "4090 differ" "the chains part in split 0: A's piece 0 takes K 0 to 2048, B's 0 to 128")
+bitexact_cli_test(matmul_error_compare_splits RC 2 ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy --splits 2
+  --compare cublas_sm90,triton_matmul_sm90 ONE_LINE_ERROR ERROR_CONTAINS "--compare computes two kernels")
 set(triton_data ${CMAKE_CURRENT_LIST_DIR}/data/matmul_triton)
 set(tr_two_warps ${triton_data}/e5m2_256x256x1024_fp8_mixed)
 bitexact_cli_test(matmul_triton_fp8_two_warps ARGS matmul ${tr_two_warps}/a.npy ${tr_two_warps}/b.npy --in-format e5m2

@@ -10,30 +10,23 @@
 
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include <bitexact/core/checksum.hpp>
 #include <bitexact/core/dispatch.hpp>
 #include <bitexact/matmul/gemm.hpp>
 #include <bitexact/matmul/kernels.hpp>
 #include <bitexact/testing/npy.hpp>
+
+#include "manifest_files.hpp"
 
 using namespace bitexact;
 
 namespace {
 
 const std::string folder = std::string(BITEXACT_TEST_DATA_DIR) + "/matmul/";
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << file.rdbuf();
-  return bytes.str();
-}
 
 nlohmann::json manifest() {
   std::ifstream file(folder + "manifest.json");
@@ -140,21 +133,7 @@ replayed replay_any(const nlohmann::json& c, const matmul::gemm_description& d) 
 }  // namespace
 
 TEST_CASE("matmul replay: the captures are the files MANIFEST lists, byte for byte") {
-  std::ifstream listing(folder + "MANIFEST");
-  REQUIRE(listing);
-  std::string line;
-  int files = 0;
-  while (std::getline(listing, line)) {
-    if (line.rfind("file ", 0) != 0) continue;
-    std::istringstream fields(line.substr(5));
-    std::string fnv, sha, path;
-    fields >> fnv >> sha >> path;
-    const std::string bytes = file_bytes(folder + path);
-    const std::uint64_t hash = fnv1a64(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
-    CHECK_MESSAGE(std::stoull(fnv, nullptr, 16) == hash, path);
-    ++files;
-  }
-  CHECK(files >= 150);
+  CHECK(check_manifest_files(folder) >= 150);
 }
 
 TEST_CASE("matmul replay: cuBLAS's bf16 and fp16 products (matmul, linear, addmm; plain and split-K), bit for bit") {

@@ -6,17 +6,16 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
-#include <iterator>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include <bitexact/core/checksum.hpp>
 #include <bitexact/matmul/gemm.hpp>
 #include <bitexact/matmul/kernels.hpp>
 #include <bitexact/testing/npy.hpp>
+
+#include "manifest_files.hpp"
 
 using namespace bitexact;
 
@@ -104,20 +103,5 @@ TEST_CASE("matmul replay: Triton's tutorial tl.dot matmul, every configuration, 
 }
 
 TEST_CASE("matmul replay: the Triton captures are the files MANIFEST lists, byte for byte") {
-  std::ifstream listing(folder + "MANIFEST");
-  REQUIRE(listing);
-  std::string line;
-  int files = 0;
-  while (std::getline(listing, line)) {
-    if (line.rfind("file ", 0) != 0) continue;
-    std::istringstream fields(line.substr(5));
-    std::string fnv, sha, path;
-    fields >> fnv >> sha >> path;
-    std::ifstream file(folder + path, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-    CHECK_MESSAGE(std::stoull(fnv, nullptr, 16) == fnv1a64(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()),
-                  path);
-    ++files;
-  }
-  CHECK(files >= 100);
+  CHECK(check_manifest_files(folder) >= 100);
 }

@@ -603,11 +603,7 @@ def pack(capture, out, keep_whole_below=480_000):
         entry.update(rows=rows if len(rows) < m else "all", cols=cols if len(cols) < n else "all", rule=rule)
         kept_cases.append(entry)
         lines.append(f"case {case['name']} {m} {n} {k} {rule} rows={len(rows)} cols={len(cols)}")
-        for key, array in sorted(subset.items()):
-            path = os.path.join(folder, key + ".npy")
-            np.save(path, np.ascontiguousarray(array))
-            raw = open(path, "rb").read()
-            lines.append(f"file {fnv1a64(raw):016x} {hashlib.sha256(raw).hexdigest()} {case['name']}/{key}.npy")
+        save_subset(folder, case["name"], subset, lines)
         print(lines[-len(subset) - 1], flush=True)
     versions = manifest["versions"]
     json.dump({"versions": versions, "cases": kept_cases}, open(os.path.join(out, "manifest.json"), "w"), indent=1)
@@ -625,6 +621,15 @@ def pack(capture, out, keep_whole_below=480_000):
         "# file FNV1A64 SHA256 PATH",
     ]
     open(os.path.join(out, "MANIFEST"), "w").write("\n".join(header + lines) + "\n")
+
+
+def save_subset(folder, name, subset, lines):
+    """Each array of a case's subset as folder/KEY.npy, its MANIFEST line appended to lines."""
+    for key, array in sorted(subset.items()):
+        path = os.path.join(folder, key + ".npy")
+        np.save(path, np.ascontiguousarray(array))
+        raw = open(path, "rb").read()
+        lines.append(f"file {fnv1a64(raw):016x} {hashlib.sha256(raw).hexdigest()} {name}/{key}.npy")
 
 
 def finite_json(x):
@@ -673,11 +678,7 @@ def pack_triton(capture, out, keep_whole_below=200_000):
         entry.update(rows=rows if len(rows) < m else "all", cols=cols if len(cols) < n else "all", rule=rule)
         kept_cases.append(entry)
         lines.append(f"case {case['name']} {m} {n} {k} {rule} rows={len(rows)} cols={len(cols)}")
-        for key, array in sorted(subset.items()):
-            path = os.path.join(folder, key + ".npy")
-            np.save(path, np.ascontiguousarray(array))
-            raw = open(path, "rb").read()
-            lines.append(f"file {fnv1a64(raw):016x} {hashlib.sha256(raw).hexdigest()} {case['name']}/{key}.npy")
+        save_subset(folder, case["name"], subset, lines)
         print(lines[-len(subset) - 1], flush=True)
     versions = manifest["versions"]
     # Strict JSON (a config the autotuner could not run timed as inf becomes null), for C++ readers.

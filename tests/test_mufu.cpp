@@ -151,6 +151,19 @@ TEST_SUITE("errors") {
     CHECK(message.find("BITEXACT_DATA_DIR") != std::string::npos);
   }
 
+  TEST_CASE("mufu_lg2.bxt's tables, coded as second differences, decode; an order the library lacks is refused") {
+    scratch_copy copy(BITEXACT_DATA_DIR);
+    fs::copy_file(fs::path(BITEXACT_DATA_DIR) / "mufu_lg2.bxt", copy.dir / "mufu_lg2.bxt");
+    CHECK(ptx::mufu_tables::load(copy.dir.string()).has(mufu_table::lg2));  // every entry passed its checksum
+    // The first table's order field: after the file header (8 + 4 + 4 + 128 bytes) and the table's 108 bytes
+    // of name, rule, counts, checksum and grid; 2 XOR 1 is 3.
+    copy.patch("mufu_lg2.bxt", 144 + 108, 0x01);
+    const std::string message = load_error(copy.dir.string());
+    CHECK(message.find("mufu_lg2.bxt") != std::string::npos);
+    CHECK(message.find("order 3") != std::string::npos);
+    CHECK(message.find("'lg2'") != std::string::npos);
+  }
+
   TEST_CASE("an intact copy loads") {
     scratch_copy copy(BITEXACT_DATA_DIR);
     CHECK(load_error(copy.dir.string()).empty());

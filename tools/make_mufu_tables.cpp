@@ -8,12 +8,14 @@
 // Run:   /tmp/make_mufu_tables tables  .captures data
 //        /tmp/make_mufu_tables samples .captures/ops.bin tests/data/mufu_samples.bxs
 //        /tmp/make_mufu_tables lg2     .captures/lg2 data     (capture_lg2.cu's files)
+//        /tmp/make_mufu_tables recode  data/mufu_lg2.bxt      (a shipped file in the current format)
 #include <bitexact/hardware/mufu.hpp>
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -83,45 +85,70 @@ std::uint32_t finest_grid(const std::vector<std::uint32_t>& entries) {
   return static_cast<std::uint32_t>(grid);
 }
 
-// One table: first value, then a 2-bit code per entry for the step from the
-// previous entry (min_delta + code), code 3 for a step outside the three.
+// The 2-bit codes of a table's values coded as differences of one order
+// (mufu_tables.hpp): the three most frequent consecutive differences get
+// codes 0-2, the most frequent window of three winning; code 3 sends a value
+// as an exception.
+struct coded_table {
+  std::uint32_t order = 1;
+  std::int64_t min_delta = 0;
+  std::vector<unsigned char> codes;
+  std::vector<std::uint32_t> exceptions;
+};
+
+coded_table code_differences(const std::vector<std::uint32_t>& v, std::uint32_t order) {
+  // difference(i, step): what code i must carry, given the step into entry i-1
+  const auto difference = [&](std::size_t i, std::int64_t step) {
+    const std::int64_t here = static_cast<std::int64_t>(v[i]) - v[i - 1];
+    return order == 1 ? here : here - step;
+  };
+  std::map<std::int64_t, std::uint64_t> counts;
+  for (std::size_t i = 1; i < v.size(); ++i)
+    ++counts[difference(i, i > 1 ? static_cast<std::int64_t>(v[i - 1]) - v[i - 2] : 0)];
+  coded_table coded{order, counts.begin()->first, std::vector<unsigned char>((v.size() + 3) / 4, 0), {}};
+  std::uint64_t best = 0;
+  for (const auto& [delta, unused] : counts) {
+    const std::uint64_t covered = counts[delta] + (counts.count(delta + 1) ? counts[delta + 1] : 0) +
+                                  (counts.count(delta + 2) ? counts[delta + 2] : 0);
+    if (covered > best) best = covered, coded.min_delta = delta;
+  }
+  // The decoder's step after an exception is the true step, so the true
+  // steps are what every later code differs from.
+  for (std::size_t i = 1; i < v.size(); ++i) {
+    const std::int64_t code =
+        difference(i, i > 1 ? static_cast<std::int64_t>(v[i - 1]) - v[i - 2] : 0) - coded.min_delta;
+    unsigned stored = bitexact::detail::mufu_file::exception_code;
+    if (code >= 0 && code < 3) stored = static_cast<unsigned>(code);
+    else coded.exceptions.push_back(v[i]);
+    coded.codes[i / 4] |= static_cast<unsigned char>(stored << (2 * (i % 4)));
+  }
+  return coded;
+}
+
+// One table: its header, then the codes of whichever order needs fewer exceptions.
 void write_table(byte_writer& out, const table_source& table) {
   std::vector<std::uint32_t> v = table.values;
   if (table.grid)
     for (std::uint32_t& value : v)
       value = static_cast<std::uint32_t>(std::ldexp(static_cast<double>(std::bit_cast<float>(value)), table.grid));
-  std::map<std::int64_t, std::uint64_t> steps;
-  for (std::size_t i = 1; i < v.size(); ++i) ++steps[static_cast<std::int64_t>(v[i]) - v[i - 1]];
-  // The three most frequent consecutive steps get codes; the most frequent window of three wins.
-  std::int64_t min_delta = steps.begin()->first;
-  std::uint64_t best = 0;
-  for (const auto& [delta, unused] : steps) {
-    const std::uint64_t covered = steps[delta] + (steps.count(delta + 1) ? steps[delta + 1] : 0) +
-                                  (steps.count(delta + 2) ? steps[delta + 2] : 0);
-    if (covered > best) best = covered, min_delta = delta;
-  }
-  std::vector<unsigned char> codes((v.size() + 3) / 4, 0);
-  std::vector<std::uint32_t> exceptions;
-  for (std::size_t i = 1; i < v.size(); ++i) {
-    const std::int64_t code = static_cast<std::int64_t>(v[i]) - v[i - 1] - min_delta;
-    unsigned stored = bitexact::detail::mufu_file::exception_code;
-    if (code >= 0 && code < 3) stored = static_cast<unsigned>(code);
-    else exceptions.push_back(v[i]);
-    codes[i / 4] |= static_cast<unsigned char>(stored << (2 * (i % 4)));
-  }
+  coded_table coded = code_differences(v, 1);
+  if (coded_table second = code_differences(v, 2); second.exceptions.size() < coded.exceptions.size())
+    coded = std::move(second);
   out.text(table.name, bitexact::detail::mufu_file::name_bytes);
   out.text(table.rule, bitexact::detail::mufu_file::rule_bytes);
   out.u32(static_cast<std::uint32_t>(v.size()));
   out.u32(v[0]);
-  out.u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(min_delta)));
-  out.u32(static_cast<std::uint32_t>(exceptions.size()));
+  out.u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(coded.min_delta)));
+  out.u32(static_cast<std::uint32_t>(coded.exceptions.size()));
   const std::uint64_t checksum = bitexact::fnv1a64_of_values(table.values.data(), table.values.size());
   out.u64(checksum);
   out.u32(table.grid);
-  out.bytes.insert(out.bytes.end(), codes.begin(), codes.end());
-  for (std::uint32_t e : exceptions) out.u32(e);
-  std::printf("  %-13s grid %u, min_delta %lld, %zu exceptions, checksum %016llx\n", table.name.c_str(), table.grid,
-              static_cast<long long>(min_delta), exceptions.size(), static_cast<unsigned long long>(checksum));
+  out.u32(coded.order);
+  out.bytes.insert(out.bytes.end(), coded.codes.begin(), coded.codes.end());
+  for (std::uint32_t e : coded.exceptions) out.u32(e);
+  std::printf("  %-13s grid %u, order %u, min_delta %lld, %zu exceptions, checksum %016llx\n", table.name.c_str(),
+              table.grid, coded.order, static_cast<long long>(coded.min_delta), coded.exceptions.size(),
+              static_cast<unsigned long long>(checksum));
 }
 
 void write_table_file(const std::string& path, const std::vector<table_source>& tables,
@@ -230,6 +257,29 @@ int make_lg2_table(const std::string& captures, const std::string& data) {
   return wrong == 0 ? 0 : 1;
 }
 
+// Rewrites a shipped table file in the current format, entries unchanged:
+// its provenance and rules are kept, every entry is read back and compared.
+int recode(const std::string& path) {
+  const std::vector<unsigned char> bytes = bitexact::detail::mufu_file::read_file(path);
+  constexpr std::size_t provenance_at = sizeof bitexact::detail::mufu_file::tables_magic + 8;
+  if (bytes.size() < provenance_at + bitexact::detail::mufu_file::provenance_bytes) {
+    std::fprintf(stderr, "%s: too short for a table file\n", path.c_str());
+    return 1;
+  }
+  const char* text = reinterpret_cast<const char*>(bytes.data() + provenance_at);
+  const std::string provenance(text, strnlen(text, bitexact::detail::mufu_file::provenance_bytes));
+  const auto tables = bitexact::detail::mufu_file::read_tables(path);
+  std::vector<table_source> sources;
+  for (const auto& table : tables) sources.push_back({table.name, table.rule, table.values, finest_grid(table.values)});
+  write_table_file(path, sources, provenance);
+  const auto again = bitexact::detail::mufu_file::read_tables(path);
+  std::uint64_t wrong = 0;
+  for (std::size_t t = 0; t < tables.size(); ++t)
+    for (std::size_t k = 0; k < tables[t].values.size(); ++k) wrong += again[t].values[k] != tables[t].values[k];
+  std::printf("read back: %llu entries differ from the file's before\n", static_cast<unsigned long long>(wrong));
+  return wrong == 0 ? 0 : 1;
+}
+
 std::uint32_t zigzag(std::uint32_t difference) {
   const auto d = static_cast<std::int32_t>(difference);
   return (static_cast<std::uint32_t>(d) << 1) ^ static_cast<std::uint32_t>(d >> 31);
@@ -281,14 +331,16 @@ int make_samples(const std::string& ops_path, const std::string& out_path) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const std::string mode = argc == 4 ? argv[1] : "";
+  const std::string mode = argc == 4 || argc == 3 ? argv[1] : "";
+  if (mode == "recode" && argc == 3) return recode(argv[2]);
   if (mode == "tables") return make_tables(argv[2], argv[3]);
   if (mode == "samples") return make_samples(argv[2], argv[3]);
   if (mode == "lg2") return make_lg2_table(argv[2], argv[3]);
   std::fprintf(stderr,
                "usage: make_mufu_tables tables <captures-dir> <data-dir>\n"
                "       make_mufu_tables samples <ops.bin> <samples-file>\n"
-               "       make_mufu_tables lg2 <lg2-captures-dir> <data-dir>\n");
+               "       make_mufu_tables lg2 <lg2-captures-dir> <data-dir>\n"
+               "       make_mufu_tables recode <table-file>   (rewrite in the current format)\n");
   return 2;
 } catch (const std::exception& error) {  // a capture file missing, truncated or of the wrong kind
   std::fprintf(stderr, "make_mufu_tables: %s\n", error.what());

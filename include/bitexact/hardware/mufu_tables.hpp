@@ -6,15 +6,19 @@
 // (0.5, 1], T(k) = lg2.approx.ftz(1 + k*2^-23), 2^23 entries each, shipped in
 // data/ as:
 //
-//   file  := "BXMUFUT\0"  u32 version (1 or 2)  u32 table_count  char provenance[128]  table*
+//   file  := "BXMUFUT\0"  u32 version (1 to 3)  u32 table_count  char provenance[128]  table*
 //   table := char name[16]  char rule[64]  u32 entry_count  u32 first_value
-//            i32 min_delta  u32 exception_count  u64 checksum  [version 2: u32 grid]
-//            u8 codes[ceil(entry_count / 4)]  u32 exceptions[exception_count]
+//            i32 min_delta  u32 exception_count  u64 checksum  [version >= 2: u32 grid]
+//            [version 3: u32 order]  u8 codes[ceil(entry_count / 4)]  u32 exceptions[exception_count]
 //
 // Little-endian throughout. Entry i's 2-bit code sits in bits 2*(i%4) of byte
-// i/4 (entry 0's code is unused: it is first_value). Code c < 3 means
-// value[i] = value[i-1] + min_delta + c; code 3 takes the next exception
-// value. With grid 0 (and in version 1) the values are the entries, fp32 bit
+// i/4 (entry 0's code is unused: it is first_value). With order 1 (and before
+// version 3), code c < 3 means value[i] = value[i-1] + min_delta + c; with
+// order 2 the step itself moves: step[i] = step[i-1] + min_delta + c and
+// value[i] = value[i-1] + step[i] (step[0] = 0), which codes T's slowly
+// turning steps in 2 bits where order 1 needed an exception for most of them.
+// Code 3 takes the next exception value (and, with order 2, the step to it).
+// With grid 0 (and in version 1) the values are the entries, fp32 bit
 // patterns; with grid g > 0 value v is an integer and the entry is the fp32
 // number v * 2^-g, exactly (for T, whose small entries step by many ulps but
 // lie on a common grid). checksum is FNV-1a 64 over the entries as
@@ -54,7 +58,7 @@ class mufu_data_error : public std::runtime_error {
 namespace detail::mufu_file {
 
 inline constexpr char tables_magic[8] = {'B', 'X', 'M', 'U', 'F', 'U', 'T', '\0'};
-inline constexpr std::uint32_t version = 2, first_version = 1;
+inline constexpr std::uint32_t version = 3, first_version = 1;
 inline constexpr std::size_t provenance_bytes = 128, name_bytes = 16, rule_bytes = 64;
 inline constexpr std::uint32_t entries = 1u << 23;
 inline constexpr unsigned exception_code = 3;
@@ -143,21 +147,29 @@ inline std::vector<named_table> read_tables(const std::string& path) {
     const std::uint64_t checksum = in.u64();
     const std::uint32_t grid = file_version >= 2 ? in.u32() : 0;
     if (grid > max_grid) in.fail("has table '" + table.name + "' on the grid 2^-" + std::to_string(grid) + ", finer than 2^-31");
+    const std::uint32_t order = file_version >= 3 ? in.u32() : 1;
+    if (order != 1 && order != 2)
+      in.fail("has table '" + table.name + "' coded with differences of order " + std::to_string(order) +
+              ", this library reads orders 1 and 2");
     if (count != entries)
       in.fail("has table '" + table.name + "' with " + std::to_string(count) + " entries, expected 2^23");
     const unsigned char* codes = in.take((std::size_t{count} + 3) / 4);
     const unsigned char* exceptions = in.take(std::size_t{exception_count} * 4);
     table.values.resize(count);
-    std::uint32_t previous = table.values[0] = first, next_exception = 0;
+    std::uint32_t previous = table.values[0] = first, step = 0, next_exception = 0;
     for (std::uint32_t i = 1; i < count; ++i) {
       const unsigned code = (codes[i / 4] >> (2 * (i % 4))) & 3;
       if (code == exception_code) {
         if (next_exception == exception_count) in.fail("has table '" + table.name + "' with too few exceptions");
         const unsigned char* p = exceptions + 4 * std::size_t{next_exception++};
-        previous = std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 |
-                   std::uint32_t{p[3]} << 24;
+        const std::uint32_t value = std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 |
+                                    std::uint32_t{p[3]} << 24;
+        step = value - previous;
+        previous = value;
       } else {
-        previous += static_cast<std::uint32_t>(min_delta + static_cast<std::int32_t>(code));
+        const auto coded = static_cast<std::uint32_t>(min_delta + static_cast<std::int32_t>(code));
+        step = order == 1 ? coded : step + coded;
+        previous += step;
       }
       table.values[i] = previous;
     }

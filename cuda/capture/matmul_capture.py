@@ -83,6 +83,13 @@ def draw(rng, shape, dist):
         return 4 * n
     if dist == "fp8_mixed":
         return n * np.exp2(rng.integers(-5, 6, shape)).astype(np.float32)
+    if dist == "tf32_ties":
+        # The 13 bits a tf32 operand drops set to a tie (0x1000), just below or above it, or at random,
+        # so that truncating, rounding to nearest even and rounding ties away give different operands.
+        x = (n * np.exp2(rng.integers(-4, 5, shape)).astype(np.float32)).view(np.uint32)
+        low = np.array([0x1000, 0x0FFF, 0x1001, 0], np.uint32)[rng.integers(0, 4, shape)]
+        low = np.where(low == 0, rng.integers(0, 1 << 13, shape).astype(np.uint32), low)
+        return ((x & np.uint32(0xFFFFE000)) | low).view(np.float32)
     raise ValueError(dist)
 
 
@@ -179,6 +186,16 @@ case("fp8_e4m3_fp32_block1x128x128x128_256x256x2048", "scaled_mm", 256, 256, 204
 case("fp8_e4m3_fp32_block1x128x1x128_256x256x2048", "scaled_mm", 256, 256, 2048, "fp8_mixed",
      a_type="e4m3", b_type="e4m3", out="fp32", fast_accum=False, scale_a="block1x128", scale_b="block1x128")
 case("fp32_tf32_128x128x4096", "matmul", 128, 128, 4096, "normal", dtype="fp32", tf32=True)
+# Fourth capture: fp32 products on the tf32 tensor core (allow_tf32) at more shapes, with the bits
+# a tf32 operand drops set to ties (how the kernel converts fp32 to tf32), F.linear and addmm.
+case("fp32_tf32_256x256x1024_ties", "matmul", 256, 256, 1024, "tf32_ties", dtype="fp32", tf32=True)
+case("fp32_tf32_512x512x512_mixed", "matmul", 512, 512, 512, "mixed", dtype="fp32", tf32=True)
+case("fp32_tf32_1024x1024x1024_ties", "matmul", 1024, 1024, 1024, "tf32_ties", dtype="fp32", tf32=True)
+case("fp32_tf32_64x64x16384_ties", "matmul", 64, 64, 16384, "tf32_ties", dtype="fp32", tf32=True)
+case("fp32_tf32_96x200x3000_positive", "matmul", 96, 200, 3000, "positive", dtype="fp32", tf32=True)
+case("fp32_tf32_linear_256x512x1024_ties", "linear", 256, 512, 1024, "tf32_ties", dtype="fp32", tf32=True)
+case("fp32_tf32_addmm_256x256x1024_ties", "addmm", 256, 256, 1024, "tf32_ties", dtype="fp32", tf32=True,
+     alpha=0.7, beta=1.3)
 
 TYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
          "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}

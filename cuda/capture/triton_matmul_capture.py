@@ -20,6 +20,8 @@ manifest.json. On the same inputs: torch.matmul (bf16, fp16; for fp8 on the fp16
 inputs, as the tutorial compares) and, for fp8, torch._scaled_mm with unit scales into fp16, fast
 accumulation on and off, each with its kernels and its cuBLASLt algorithm (CUBLASLT_LOG_LEVEL=5).
 The `configs` cases run every one of the 16 configurations on one small shape (d_config<i>).
+fp32 inputs (tl.dot's default tf32 precision) are compared with torch.matmul under allow_tf32.
+TRITON_CASES=prefix,prefix runs only the cases whose names start so.
 
 OUTDIR gets capture_partN.tar.gz: cases/<name>/ (a [M,K] and b [K,N] bit patterns, row-major as
 the product reads them; d the Triton output; d_torch, d_scaled_fast, d_scaled_default), generated/
@@ -55,7 +57,8 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-TYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+TYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2,
+         "fp32": torch.float32}
 
 
 def tutorial_sm90_configs():
@@ -165,6 +168,12 @@ case("bf16", 72, 40, 333, "mixed", configs=True)
 case("fp16", 72, 40, 333, "mixed", 2.0 ** -8, configs=True)
 case("e4m3", 72, 40, 333, "fp8_mixed", configs=True)
 case("e5m2", 72, 40, 333, "fp8_mixed", configs=True)
+# fp32 inputs: tl.dot's default input precision on sm_90 is tf32 (the tf32 wgmma); the ties
+# distribution tells how the operands become tf32. Added later (TRITON_CASES=fp32).
+case("fp32", 256, 256, 1024, "tf32_ties")
+case("fp32", 200, 130, 333, "mixed")
+case("fp32", 128, 128, 8192, "tf32_ties")
+case("fp32", 72, 40, 333, "tf32_ties", configs=True)
 
 
 def inputs(c):
@@ -258,6 +267,14 @@ def torch_products(c, a, b, folder):
     calls = []
     if c["dtype"] in ("bf16", "fp16"):
         calls.append(("d_torch", "matmul", lambda: torch.matmul(ga, gb)))
+    elif c["dtype"] == "fp32":
+        def tf32_matmul():
+            torch.backends.cuda.matmul.allow_tf32 = True
+            try:
+                return torch.matmul(ga, gb)
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = False
+        calls.append(("d_torch", "matmul with allow_tf32", tf32_matmul))
     else:
         ha, hb = ga.to(torch.float16), gb.to(torch.float16)
         one = torch.ones((), dtype=torch.float32, device="cuda")
@@ -361,11 +378,17 @@ def warm(job):
         return job, time.time() - t, repr(e)[:200]
 
 
+def selected_cases():
+    """TRITON_CASES=prefix,prefix runs only the cases whose names start so (a later capture's additions)."""
+    only = [p for p in os.environ.get("TRITON_CASES", "").split(",") if p]
+    return [c for c in CASES if not only or any(c["name"].startswith(p) for p in only)]
+
+
 def compile_ahead(workers=14):
     """Triton compiles each (dtype, specialisation, config) once; Triton specialises integer arguments on
     divisibility by 16, so one shape per dtype with every size divisible and one with none covers the cases."""
     jobs = []
-    for dtype in TYPES:
+    for dtype in sorted({c["dtype"] for c in selected_cases()}):
         for m, n, k in ((256, 256, 1024), (200, 130, 333)):
             jobs += [(dtype, m, n, k, i) for i in range(len(CONFIGS))]
     t = time.time()
@@ -462,7 +485,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     ahead = compile_ahead()
     entries, skipped = [], []
-    for c in CASES:
+    for c in selected_cases():
         if time.time() - START > BUDGET_S:
             skipped.append(c["name"])
             continue

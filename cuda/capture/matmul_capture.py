@@ -196,6 +196,13 @@ case("fp32_tf32_96x200x3000_positive", "matmul", 96, 200, 3000, "positive", dtyp
 case("fp32_tf32_linear_256x512x1024_ties", "linear", 256, 512, 1024, "tf32_ties", dtype="fp32", tf32=True)
 case("fp32_tf32_addmm_256x256x1024_ties", "addmm", 256, 256, 1024, "tf32_ties", dtype="fp32", tf32=True,
      alpha=0.7, beta=1.3)
+# How split-K cuts a K that is no multiple of the 32-wide K tile (96x200x3000 split at multiples of 8).
+case("fp32_tf32_96x200x3004_positive", "matmul", 96, 200, 3004, "positive", dtype="fp32", tf32=True)
+case("fp32_tf32_96x200x2000_mixed", "matmul", 96, 200, 2000, "mixed", dtype="fp32", tf32=True)
+case("fp32_tf32_64x64x4100_ties", "matmul", 64, 64, 4100, "tf32_ties", dtype="fp32", tf32=True)
+case("fp32_tf32_64x96x5000_positive", "matmul", 64, 96, 5000, "positive", dtype="fp32", tf32=True)
+case("fp32_tf32_64x64x6001_positive", "matmul", 64, 64, 6001, "positive", dtype="fp32", tf32=True)
+case("fp32_tf32_32x48x7002_mixed", "matmul", 32, 48, 7002, "mixed", dtype="fp32", tf32=True)
 
 TYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
          "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}

@@ -40,12 +40,14 @@ constexpr std::string_view matmul_help =
     "and the split-K partials added in fp32 in order, then the scales, alpha, beta x C and the\n"
     "bias in fp32, and one rounding to the output format (docs/matmul.md). The presets are\n"
     "cuBLAS's sm_90 kernels under PyTorch 2.11 (cuBLAS 13.1): torch.matmul, F.linear and\n"
-    "torch.addmm on bf16 and fp16 (cublas_sm90, the default), torch._scaled_mm on fp8\n"
+    "torch.addmm on bf16 and fp16 (cublas_sm90, the default), on fp32 with allow_tf32\n"
+    "(cublas_sm90_tf32, the default for fp32 inputs), torch._scaled_mm on fp8\n"
     "(cublas_sm90_fp8, the default for fp8 inputs, and cublas_sm90_fp8_fast_accum).\n"
     "\n"
     "A: [M, K], B: [K, N] (F.linear's weight transposed; _scaled_mm's B as b.t()), as bit\n"
     "patterns: uint16 or int16 for bf16 and fp16 (x.view(torch.int16)), uint8 for e4m3 and\n"
-    "e5m2 (x.view(torch.uint8)). bias: [N]; C: [M, N]; both in the output format.\n"
+    "e5m2 (x.view(torch.uint8)); fp32 as float32. bias: [N]; C: [M, N]; both in the output\n"
+    "format.\n"
     "Scales (fp8 products): a number (per tensor), or a float32 .npy: scale_a [M] or [M, 1]\n"
     "(per row) or [M, ceil(K/128)] (1 x 128 blocks); scale_b [N] or [1, N] (per column),\n"
     "[ceil(K/128), ceil(N/128)] (128 x 128 blocks) or [ceil(K/128), N] (1 x 128 blocks).\n"
@@ -55,8 +57,8 @@ constexpr std::string_view matmul_help =
     "\n"
     "cuBLAS picks the split count by a heuristic this command does not model: give it\n"
     "(numSplitsK in CUBLASLT_LOG_LEVEL=5's log; the kernel's name says _splitK_ when it is\n"
-    "above 1), or let --identify find it. Kernels cuBLAS runs for tiny or odd shapes\n"
-    "(cutlass_75_*) and tf32 products (cutlass_80_*) are not modelled yet.\n"
+    "above 1), or let --identify find it. The kernels cuBLAS runs for tiny or odd shapes\n"
+    "(cutlass_75_*) are not modelled yet.\n"
     "\n"
     "Exit status: 0 computed, and every compared element agrees (with --identify: a split\n"
     "count gives every bit); 1 a mismatch; 2 bad arguments or input files, with one line\n"
@@ -100,8 +102,8 @@ std::vector<option> option_table(matmul_options& o) {
     o.kernel = std::move(d);
   };
   return {
-      {"--preset", "NAME", "the kernel, by name (--list-kernels); default cublas_sm90, or\n"
-                           "cublas_sm90_fp8 for fp8 inputs",
+      {"--preset", "NAME", "the kernel, by name (--list-kernels); default cublas_sm90,\n"
+                           "cublas_sm90_fp8 for fp8 inputs, cublas_sm90_tf32 for fp32",
        [&o, kernel](std::string_view name) {
          try {
            kernel(matmul::find_gemm_preset(name));
@@ -111,13 +113,16 @@ std::vector<option> option_table(matmul_options& o) {
        }},
       {"--kernel", "FILE.json", "the kernel as a description (--print-kernel NAME shows one)",
        [kernel](std::string_view path) { kernel(read_description(path)); }},
-      {"--in-format", "FORMAT", "A's format: bf16 (default), fp16, e4m3 or e5m2; B's too unless\n"
-                                "--b-format",
-       [&](std::string_view name) { o.input = format_option(name, {bf16, fp16, e4m3, e5m2}, "bf16, fp16, e4m3 or e5m2"); }},
+      {"--in-format", "FORMAT", "A's format: bf16 (default), fp16, fp32 (products on the tf32\n"
+                                "tensor core), e4m3 or e5m2; B's too unless --b-format",
+       [&](std::string_view name) {
+         o.input = format_option(name, {bf16, fp16, fp32, e4m3, e5m2}, "bf16, fp16, fp32, e4m3 or e5m2");
+       }},
       {"--b-format", "FORMAT", "fp8 products: B's format, e4m3 or e5m2 (default A's)",
        [&](std::string_view name) { o.b_format = format_option(name, {e4m3, e5m2}, "e4m3 or e5m2"); }},
       {"--out-format", "FORMAT", "the output's format: bf16 (default), fp16 or fp32 for fp8 products;\n"
-                                 "the inputs' (default) or fp32 (torch.mm's out_dtype) for bf16 and fp16",
+                                 "the inputs' (default) or fp32 (torch.mm's out_dtype) for bf16 and fp16;\n"
+                                 "fp32 for fp32",
        [&](std::string_view name) { o.out_format = format_option(name, {bf16, fp16, fp32}, "bf16, fp16 or fp32"); }},
       {"--scale-a", "X|FILE", "fp8 products: A's scales, a decimal or a float32 .npy",
        [&](std::string_view x) { o.scale_a = x; }},
@@ -238,11 +243,18 @@ std::string_view layout_name(matmul::scale_layout layout, bool of_a) {
   return "?";
 }
 
+// What the kernel did to the operands before the tensor core, as a phrase.
+std::string_view operands_phrase(matmul::operand_rule rule, bool fp32_inputs) {
+  if (rule == matmul::operand_rule::widened_to_fp16) return ", operands widened to fp16";
+  if (rule == matmul::operand_rule::rounded_to_tf32) return ", operands rounded to tf32 (to nearest even)";
+  return fp32_inputs ? ", operands read as tf32 (each register's upper 19 bits)" : "";
+}
+
 // The account of one output (matmul::explain_output), as text.
 template <format Out>
 void print_explanation(const matmul::gemm_description& d, const matmul::output_explanation<Out>& e) {
   std::printf("D[%zu, %zu] (row, col) by %s: %zu split%s of K%s%s\n", e.row, e.col, d.name.c_str(), e.splits.size(),
-              e.splits.size() == 1 ? "" : "s", e.widened ? ", operands widened to fp16" : "",
+              e.splits.size() == 1 ? "" : "s", std::string(operands_phrase(e.operands, e.fp32_inputs)).c_str(),
               e.reordered ? ", K in pairs mod 4 within each 32 (positions below are in that order)" : "");
   for (std::size_t s = 0; s < e.splits.size(); ++s) {
     const matmul::split_record& split = e.splits[s];
@@ -475,22 +487,17 @@ int dispatch(const matmul_options& o) {
   const format b = o.b_format.value_or(o.input);
   const format out = o.out_format.value_or(fp8 ? bf16 : o.input);
   const matmul::gemm_description d = o.kernel.value_or(matmul::default_gemm_preset(o.input));
-  return visit_format(o.input, [&](auto ta) {
-    return visit_format(b, [&](auto tb) {
-      return visit_format(out, [&](auto to) -> int {
-        constexpr format A = decltype(ta)::fmt, B = decltype(tb)::fmt, O = decltype(to)::fmt;
-        if constexpr (((A == bf16 || A == fp16) && B == A && (O == A || O == fp32)) ||
-                      ((A == e4m3 || A == e5m2) && (B == e4m3 || B == e5m2) && (O == bf16 || O == fp16 || O == fp32)))
-          return run<A, B, O>(o, d);
-        fail("matmul: unexpected formats");  // the options allow no other
-      });
-    });
+  // The option checks leave only formats the emulator takes.
+  return matmul::visit_gemm_formats(o.input, b, out, [&](auto ta, auto tb, auto to) {
+    return run<decltype(ta)::fmt, decltype(tb)::fmt, decltype(to)::fmt>(o, d);
   });
 }
 
 void print_kernel_list() {
+  std::size_t width = 0;
+  for (const matmul::gemm_description& d : matmul::gemm_presets()) width = std::max(width, d.name.size());
   for (const matmul::gemm_description& d : matmul::gemm_presets())
-    std::printf("  %-28s %s\n", d.name.c_str(), d.summary.c_str());
+    std::printf("  %-*s %s\n", static_cast<int>(width), d.name.c_str(), d.summary.c_str());
 }
 
 }  // namespace
@@ -534,8 +541,8 @@ int matmul_command(const arguments& args) {
   const bool fp8 = o.input == e4m3 || o.input == e5m2;
   if (!fp8 && o.b_format) fail("matmul: --b-format belongs to fp8 products (--in-format e4m3 or e5m2)");
   if (!fp8 && o.out_format && *o.out_format != o.input && *o.out_format != fp32)
-    fail(fmt::format("matmul: a {} product writes {} or fp32, not {}", name_of(o.input), name_of(o.input),
-                     name_of(*o.out_format)));
+    fail(fmt::format("matmul: a {} product writes {}, not {}", name_of(o.input),
+                     o.input == fp32 ? "fp32" : std::string(name_of(o.input)) + " or fp32", name_of(*o.out_format)));
   if (fp8 != (!o.scale_a.empty() || !o.scale_b.empty()) || o.scale_a.empty() != o.scale_b.empty())
     fail(fp8 ? "matmul: an fp8 product needs --scale-a and --scale-b (decimals, or .npy files of scales)"
              : "matmul: --scale-a and --scale-b belong to fp8 products (--in-format e4m3 or e5m2)");

@@ -76,7 +76,7 @@ TEST_CASE("matmul split_range: the splits take every K position once, in order, 
     for (const std::size_t k_tile : {std::size_t{16}, std::size_t{64}, std::size_t{128}})
       for (const std::size_t k : {std::size_t{1}, std::size_t{100}, std::size_t{3000}, std::size_t{32768}}) {
         matmul::gemm_description d = matmul::find_gemm_preset("cublas_sm90");
-        d.splits = splits, d.k_tile = k_tile;
+        d.splits = splits, d.k_tile = d.ragged_split_alignment = k_tile;
         std::size_t next = 0;
         for (int s = 0; s < splits; ++s) {
           const auto [first, end] = matmul::split_range(d, k, s);
@@ -97,6 +97,16 @@ TEST_CASE("matmul split_range: the splits take every K position once, in order, 
   CHECK(matmul::split_range(d, 3000, 1) == std::pair<std::size_t, std::size_t>{1536, 3000});
 }
 
+TEST_CASE("matmul split_range: cuBLAS's tf32 kernels cut a ragged K at multiples of 4, a K of whole tiles at tiles") {
+  matmul::gemm_description d = matmul::find_gemm_preset("cublas_sm90_tf32");
+  d.splits = 8;  // 96 x 200 x 2000 on the H100: ceil(2000 / 8) = 250, rounded up to 252
+  CHECK(matmul::split_range(d, 2000, 0) == std::pair<std::size_t, std::size_t>{0, 252});
+  CHECK(matmul::split_range(d, 2000, 7) == std::pair<std::size_t, std::size_t>{1764, 2000});
+  d.splits = 24;  // 128 x 128 x 4096: ceil(4096 / 24) = 171, rounded up to 192 (six tiles of 32), 22 splits launched
+  CHECK(matmul::split_range(d, 4096, 21) == std::pair<std::size_t, std::size_t>{4032, 4096});
+  CHECK(matmul::split_range(d, 4096, 22).first == 4096);
+}
+
 namespace {
 
 std::vector<value<e4m3>> random_e4m3(std::size_t size, unsigned seed) {
@@ -114,6 +124,17 @@ std::vector<std::uint32_t> bits_of(const nlohmann::json& json, const matmul::gem
   const matmul::gemm_description d = matmul::gemm_from_json(json.dump());
   std::vector<std::uint32_t> out;
   const std::size_t m = 24, n = 136, k = 1000;
+  if (matmul::takes(base, fp32, fp32)) {  // fp32 with every bit below tf32's set somewhere
+    std::mt19937 rng(16);
+    std::vector<float32> a(m * k), b(k * n), c(m * n);
+    for (auto* x : {&a, &b, &c})
+      for (float32& v : *x) v = float32::from_bits((rng() % 0x01000000u + 0x3E800000u) | (rng() & 1) << 31);
+    matmul::gemm_call<fp32, fp32, fp32> call;
+    call.shape = {m, n, k}, call.a = a, call.b = b, call.c = c;
+    call.alpha = from_host(0.7f), call.beta = from_host(1.3f);
+    for (const float32 x : matmul::gemm(d, call)) out.push_back(x.bits);
+    return out;
+  }
   if (matmul::takes(base, bf16, bf16)) {
     const std::vector<bfloat16> a = random_matrix(m * k, 11, 20), b = random_matrix(k * n, 12, 20);
     std::vector<float32> c(m * n);
@@ -162,7 +183,12 @@ TEST_CASE("matmul descriptions: every field changes the bits on some input, or t
   };
   const std::vector<change> changes{
       {"cublas_sm90", "tensor_core", "sm90_k8"},
-      {"cublas_sm90", "k_tile", 192},
+      {"cublas_sm90", "operands", "rounded_to_tf32", true},  // bf16 operands: refused
+      {"cublas_sm90", "ragged_split_alignment", 4},         // K = 1000 is no multiple of 64
+      {"cublas_sm90_tf32", "k_tile", 16},                   // a split's partial tile first: 500 mod 16, not mod 32
+      {"cublas_sm90_tf32", "k_residue", "last_tile"},
+      {"cublas_sm90_tf32", "ragged_split_alignment", 32},
+      {"cublas_sm90_tf32", "operands", "as_given"},
       {"cublas_sm90", "splits", 3},
       {"cublas_sm90", "split_reduction", "pairwise", true},
       {"cublas_sm90", "promotion_k", 64},
@@ -181,7 +207,7 @@ TEST_CASE("matmul descriptions: every field changes the bits on some input, or t
   for (const change& c : changes) {
     nlohmann::json base = matmul::gemm_to_json(matmul::find_gemm_preset(c.preset));
     // Two splits in the bf16 base, so that the split-K fields have work to do.
-    if (c.preset == "cublas_sm90" && c.field != "splits") base["splits"] = 2;
+    if ((c.preset == "cublas_sm90" || c.preset == "cublas_sm90_tf32") && c.field != "splits") base["splits"] = 2;
     if (c.preset == "cublas_sm90" && c.field == "alpha_beta") base["splits"] = 1;
     nlohmann::json changed = base;
     changed[c.field] = c.other;
@@ -245,5 +271,28 @@ TEST_CASE("matmul explain_output gives gemm's bits, through splits, promotion, b
         CHECK(matmul::explain_output(two_warps, plain, i, j).out.bits == widened[i * n + j].bits);
       }
   }
-  CHECK(compared == 45 + 2 * 390);
+  // fp32 on the tf32 unit, 3 splits of a ragged K, each split's partial tile first.
+  {
+    const std::size_t m = 4, n = 6, k = 700;
+    std::mt19937 rng(25);
+    std::vector<float32> a(m * k), b(k * n);
+    for (auto* x : {&a, &b})
+      for (float32& v : *x) v = float32::from_bits((rng() % 0x01000000u + 0x3F000000u) | (rng() & 1) << 31);
+    matmul::gemm_call<fp32, fp32, fp32> call;
+    call.shape = {m, n, k}, call.a = a, call.b = b;
+    matmul::gemm_description d = matmul::find_gemm_preset("cublas_sm90_tf32");
+    d.splits = 3;
+    const auto all = matmul::gemm(d, call);
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j, ++compared) {
+        const auto e = matmul::explain_output(d, call, i, j);
+        CHECK(e.out.bits == all[i * n + j].bits);
+        // ceil(700 / 3) = 234, rounded up to 236: its partial tile, 236 mod 32 = 12, in steps of 8 and 4 first.
+        REQUIRE(e.splits.size() == 3);
+        CHECK(e.splits[0].end == 236);
+        CHECK(e.splits[0].pieces[0].steps[1].k_end == 12);
+        CHECK(e.splits[0].pieces[0].steps[2].k_first == 12);
+      }
+  }
+  CHECK(compared == 45 + 2 * 390 + 24);
 }

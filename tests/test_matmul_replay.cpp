@@ -47,21 +47,32 @@ format format_of(const std::string& name) {
   return formats.at(name);
 }
 
+bool runs_tf32(const nlohmann::json& c) { return c.value("tf32", false); }
+
+// The preset of a case's kernel: cuBLAS's fp32 products under allow_tf32 by
+// the kernel's family and K tile (cutlass_80_..._64x64_16x6 or _32x6, or xmma).
+std::string preset_of(const nlohmann::json& c) {
+  const std::string kernel = c["kernels"][0][0];
+  if (runs_tf32(c))
+    return kernel.find("cutlass_80") == std::string::npos ? "cublas_sm90_tf32_xmma"
+           : kernel.find("_16x6_") != std::string::npos   ? "cublas_sm90_tf32_k16"
+                                                          : "cublas_sm90_tf32";
+  if (c["op"] != "scaled_mm") return "cublas_sm90";
+  return c["fast_accum"].get<bool>() ? "cublas_sm90_fp8_fast_accum" : "cublas_sm90_fp8";
+}
+
 // The description a case ran: the preset, the logged split count.
 matmul::gemm_description description_of(const nlohmann::json& c) {
-  const bool fp8 = c["op"] == "scaled_mm";
-  matmul::gemm_description d =
-      matmul::find_gemm_preset(!fp8 ? "cublas_sm90" : c["fast_accum"].get<bool>() ? "cublas_sm90_fp8_fast_accum"
-                                                                                  : "cublas_sm90_fp8");
-  const std::string kernel = c["kernels"][0][0];
-  if (kernel.find("splitK") != std::string::npos) d.splits = std::stoi(c["algorithm"]["numSplitsK"].get<std::string>());
+  matmul::gemm_description d = matmul::find_gemm_preset(preset_of(c));
+  if (c.contains("algorithm") && c["algorithm"].contains("numSplitsK"))
+    d.splits = std::stoi(c["algorithm"]["numSplitsK"].get<std::string>());
   return d;
 }
 
-// Whether the library models the case's kernel: the nvjet_sm90 kernels, not
-// the cutlass_75/80 ones cuBLAS runs for odd K and tf32.
+// Whether the library models the case's kernel: the nvjet_sm90 kernels and
+// the tf32 ones, not the cutlass_75 ones cuBLAS runs for odd K.
 bool modelled(const nlohmann::json& c) {
-  return c["kernels"][0][0].get<std::string>().rfind("nvjet_sm90", 0) == 0;
+  return c["kernels"][0][0].get<std::string>().rfind("nvjet_sm90", 0) == 0 || runs_tf32(c);
 }
 
 matmul::scale_layout layout_of(const nlohmann::json& scale, std::size_t size) {
@@ -116,17 +127,8 @@ replayed replay_any(const nlohmann::json& c, const matmul::gemm_description& d) 
   const bool fp8 = c["op"] == "scaled_mm";
   const format a = format_of(fp8 ? c["a_type"] : c["dtype"]), b = format_of(fp8 ? c["b_type"] : c["dtype"]),
                out = format_of(c["out_dtype"]);
-  return visit_format(a, [&](auto ta) {
-    return visit_format(b, [&](auto tb) {
-      return visit_format(out, [&](auto to) -> replayed {
-        constexpr format A = decltype(ta)::fmt, B = decltype(tb)::fmt, O = decltype(to)::fmt;
-        if constexpr ((A == B && (A == bf16 || A == fp16) && (A == O || O == fp32)) ||
-                      ((A == e4m3 || A == e5m2) && (B == e4m3 || B == e5m2) && (O == bf16 || O == fp16 || O == fp32)))
-          return replay<A, B, O>(c, d);
-        FAIL("unexpected formats in ", c["name"].get<std::string>());
-        return replayed{};
-      });
-    });
+  return matmul::visit_gemm_formats(a, b, out, [&](auto ta, auto tb, auto to) {
+    return replay<decltype(ta)::fmt, decltype(tb)::fmt, decltype(to)::fmt>(c, d);
   });
 }
 
@@ -142,7 +144,7 @@ TEST_CASE("matmul replay: cuBLAS's bf16 and fp16 products (matmul, linear, addmm
   std::string skipped;
   const nlohmann::json captures = manifest();
   for (const nlohmann::json& c : captures["cases"]) {
-    if (c["op"] == "scaled_mm") continue;
+    if (c["op"] == "scaled_mm" || runs_tf32(c)) continue;
     if (!modelled(c)) {
       skipped += " " + c["name"].get<std::string>();
       continue;
@@ -218,4 +220,41 @@ TEST_CASE("matmul replay: torch._scaled_mm's fp8 products (tensor, row and block
   CHECK(other_block_rule == 4);
   CHECK(other_accumulation == 22);
   CHECK(unrounded == 22);
+}
+
+TEST_CASE("matmul replay: cuBLAS's fp32 products under allow_tf32 (matmul, linear, addmm; split-K, ragged K), bit for bit") {
+  std::size_t cases = 0, outputs = 0, mismatches = 0, truncated_misses = 0, ragged = 0, k_tile_share_misses = 0,
+              residue_last_misses = 0;
+  const nlohmann::json captures = manifest();
+  for (const nlohmann::json& c : captures["cases"]) {
+    if (!runs_tf32(c)) continue;
+    const matmul::gemm_description d = description_of(c);
+    const replayed r = replay_any(c, d);
+    CHECK_MESSAGE(r.mismatches == 0, c["name"].get<std::string>() << ": " << r.mismatches << " of " << r.outputs);
+    ++cases, outputs += r.outputs, mismatches += r.mismatches;
+    // The operands are rounded, not read as the register's upper 19 bits (Triton's tf32).
+    matmul::gemm_description variant = d;
+    variant.operands = matmul::operand_rule::as_given;
+    truncated_misses += replay_any(c, variant).mismatches > 0;
+    if (d.splits > 1 && c["K"].get<std::size_t>() % d.k_tile != 0) {  // the cut of a ragged K, and its partial tiles
+      ++ragged;
+      variant = d;
+      variant.ragged_split_alignment = d.k_tile;
+      k_tile_share_misses += replay_any(c, variant).mismatches > 0;
+      variant = d;
+      variant.residue = matmul::k_residue::last_tile;
+      residue_last_misses += replay_any(c, variant).mismatches > 0;
+    }
+  }
+  MESSAGE(cases << " tf32 cases, " << outputs << " outputs compared, " << mismatches << " mismatches; operands read as "
+                << "the upper 19 bits miss outputs in " << truncated_misses << " cases; of the " << ragged
+                << " split-K cases with a ragged K, shares of whole K tiles miss in " << k_tile_share_misses
+                << ", partial tiles last in " << residue_last_misses);
+  CHECK(cases == 16);
+  CHECK(outputs == 3407);
+  CHECK(mismatches == 0);
+  CHECK(truncated_misses == 16);
+  CHECK(ragged == 7);
+  CHECK(k_tile_share_misses == 7);
+  CHECK(residue_last_misses == 5);  // K of 3000 and 3004: their partial tiles are whole steps either way
 }

@@ -1,4 +1,4 @@
-// Triton's tutorial matmul (tl.dot) on an H200, captured by
+// Triton's tutorial matmul (tl.dot) on an H200 (fp32: an H100), captured by
 // cuda/capture/triton_matmul_capture.py (tests/data/matmul_triton: Triton
 // 3.6, torch 2.11), replayed through the GEMM emulator with the triton_*
 // presets of matmul/kernels.hpp: every kept output bit for bit, in the
@@ -53,6 +53,7 @@ std::size_t replay_any(const nlohmann::json& c, const std::string& expected, con
   const std::size_t k = c["K"];
   if (c["dtype"] == "bf16") return replay<bf16, bf16>(dir, k, expected, d, outputs);
   if (c["dtype"] == "fp16") return replay<fp16, fp16>(dir, k, expected, d, outputs);
+  if (c["dtype"] == "fp32") return replay<fp32, fp32>(dir, k, expected, d, outputs);
   if (c["dtype"] == "e4m3") return replay<e4m3, fp16>(dir, k, expected, d, outputs);
   return replay<e5m2, fp16>(dir, k, expected, d, outputs);
 }
@@ -60,6 +61,7 @@ std::size_t replay_any(const nlohmann::json& c, const std::string& expected, con
 // The preset for a configuration: 2 warps take fp8 through fp16.
 const matmul::gemm_description& preset_of(const std::string& dtype, int warps) {
   if (dtype == "bf16" || dtype == "fp16") return matmul::find_gemm_preset("triton_matmul_sm90");
+  if (dtype == "fp32") return matmul::find_gemm_preset("triton_matmul_sm90_tf32");
   return matmul::find_gemm_preset(warps == 2 ? "triton_matmul_sm90_fp8_two_warps" : "triton_matmul_sm90_fp8");
 }
 
@@ -69,15 +71,18 @@ TEST_CASE("matmul replay: Triton's tutorial tl.dot matmul, every configuration, 
   std::ifstream file(folder + "manifest.json");
   REQUIRE(file);
   const nlohmann::json manifest = nlohmann::json::parse(file);
-  std::size_t runs = 0, outputs = 0, mismatches = 0, two_warp_runs = 0, other_fp8_preset_misses = 0;
+  std::size_t runs = 0, outputs = 0, mismatches = 0, two_warp_runs = 0, other_fp8_preset_misses = 0, tf32_runs = 0,
+              rounded_operand_misses = 0;
   for (const nlohmann::json& c : manifest["cases"]) {
     std::vector<std::pair<std::string, int>> runs_of_case;  // (file, num_warps)
-    if (c["all_configs"].get<bool>())
+    if (c["all_configs"].get<bool>()) {
       for (const nlohmann::json& config : c["configs"])
-        runs_of_case.emplace_back("d_config" + std::to_string(config["index"].get<int>()) + ".npy",
-                                  config["config"]["num_warps"].get<int>());
-    else
+        if (!config.contains("error"))  // fp32 tiles too large for shared memory did not run
+          runs_of_case.emplace_back("d_config" + std::to_string(config["index"].get<int>()) + ".npy",
+                                    config["config"]["num_warps"].get<int>());
+    } else {
       runs_of_case.emplace_back("d.npy", c["config"]["num_warps"].get<int>());
+    }
     for (const auto& [expected, warps] : runs_of_case) {
       const std::string dtype = c["dtype"];
       const matmul::gemm_description& d = preset_of(dtype, warps);
@@ -90,13 +95,23 @@ TEST_CASE("matmul replay: Triton's tutorial tl.dot matmul, every configuration, 
         other_fp8_preset_misses += replay_any(c, expected, other, ignored) > 0;
         two_warp_runs += warps == 2;
       }
+      if (dtype == "fp32") {  // Triton converts nothing: operands rounded to tf32, as cuBLAS's are, miss
+        std::size_t ignored = 0;
+        matmul::gemm_description rounded = d;
+        rounded.operands = matmul::operand_rule::rounded_to_tf32;
+        ++tf32_runs;
+        rounded_operand_misses += replay_any(c, expected, rounded, ignored) > 0;
+      }
     }
   }
   MESSAGE(runs << " Triton runs, " << outputs << " outputs compared, " << mismatches << " mismatches; "
                << two_warp_runs << " fp8 runs on 2 warps; the other fp8 preset misses outputs in "
-               << other_fp8_preset_misses << " of the fp8 runs");
-  CHECK(runs == 19 + 4 * 16);
-  CHECK(outputs == 187456);
+               << other_fp8_preset_misses << " of the fp8 runs; " << tf32_runs << " fp32 (tf32) runs, operands "
+               << "rounded to tf32 miss outputs in " << rounded_operand_misses);
+  CHECK(runs == 19 + 4 * 16 + 3 + 10);  // fp32: 10 of the 16 configurations fit in shared memory
+  CHECK(outputs == 187456 + 16 * 16 + 16 * 16 + 8 * 8 + 10 * 72 * 40);
+  CHECK(tf32_runs == 13);
+  CHECK(rounded_operand_misses == 13);
   CHECK(mismatches == 0);
   CHECK(two_warp_runs == 6);
   CHECK(other_fp8_preset_misses == 42);  // every fp8 run

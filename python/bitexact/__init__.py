@@ -567,10 +567,11 @@ def matmul(a, b, *, preset=None, kernel=None, splits=None, bias=None, c=None, al
            out_format=None, threads=0):
     """D = A B as a GPU kernel computes it, bit for bit: A [M, K], B [K, N] of bf16 or fp16 bits (or torch /
     ml_dtypes arrays of that format); D [M, N] in the same format, or fp32 with out_format="fp32" (torch.mm
-    and torch.addmm's out_dtype=torch.float32). Default kernel: cuBLAS's sm_90 kernels
-    as torch.matmul, F.linear and torch.addmm run them (preset "cublas_sm90"; list_matmul_kernels() names
-    the presets; kernel= takes a description as a dict or a .json path, matmul_kernel_description(name)
-    gives one to change).
+    and torch.addmm's out_dtype=torch.float32). format="fp32" takes float32 arrays (or their uint32 bits)
+    into fp32 on the tf32 tensor core, as torch.matmul runs them under allow_tf32. Default kernel: cuBLAS's
+    sm_90 kernels as torch.matmul, F.linear and torch.addmm run them (preset "cublas_sm90", or
+    "cublas_sm90_tf32" for fp32; list_matmul_kernels() names the presets; kernel= takes a description as a
+    dict or a .json path, matmul_kernel_description(name) gives one to change).
 
     Each output is the tensor core's chain of fused steps over K into fp32. splits: the split-K count
     (cuBLAS's numSplitsK in its CUBLASLT_LOG_LEVEL=5 log; default the description's, 1): K cut into that many
@@ -580,8 +581,8 @@ def matmul(a, b, *, preset=None, kernel=None, splits=None, bias=None, c=None, al
     core (the bits do not depend on it). docs/matmul.md has the evidence; fp8 products are scaled_matmul's."""
     a, b, m, n, k = _mma_operands(a, b, format, "matmul")
     out_format = format if out_format is None else out_format
-    return _gemm(a, b, m, n, k, format, format, out_format, preset, kernel, "cublas_sm90", splits, None, None, alpha,
-                 beta, c, bias, threads)
+    return _gemm(a, b, m, n, k, format, format, out_format, preset, kernel, splits, None, None, alpha, beta, c, bias,
+                 threads)
 
 
 def scaled_matmul(a, b, scale_a, scale_b, *, a_format="e4m3", b_format=None, out_format="bf16", preset=None,
@@ -603,18 +604,19 @@ def scaled_matmul(a, b, scale_a, scale_b, *, a_format="e4m3", b_format=None, out
     m, k = a.shape
     if b.shape[0] != k:
         raise ValueError(f"scaled_matmul: a is {a.shape} and b is {b.shape}; b needs {k} rows")
-    return _gemm(a, b, m, b.shape[1], k, a_format, b_format, out_format, preset, kernel, "cublas_sm90_fp8", splits,
-                 scale_a, scale_b, 1.0, None, None, None, threads)
+    return _gemm(a, b, m, b.shape[1], k, a_format, b_format, out_format, preset, kernel, splits, scale_a, scale_b,
+                 1.0, None, None, None, threads)
 
 
-def _gemm(a, b, m, n, k, a_format, b_format, out_format, preset, kernel, default, splits, scale_a, scale_b, alpha,
-          beta, c, bias, threads, action="run", expected=None, element=(0, 0)):
+def _gemm(a, b, m, n, k, a_format, b_format, out_format, preset, kernel, splits, scale_a, scale_b, alpha, beta, c,
+          bias, threads, action="run", expected=None, element=(0, 0)):
+    """The binding's _gemm; an empty kernel name asks for the default preset of a_format."""
     if preset is not None and kernel is not None:
         raise ValueError("matmul: preset= and kernel= both name the kernel; give one")
     if kernel is not None:
         kernel_text = _kernel_text(kernel)
     else:
-        kernel_text = default if preset is None else str(preset)
+        kernel_text = "" if preset is None else str(preset)
     if bias is not None:
         bias = np.ascontiguousarray(as_bits(bias, out_format, "bias"))
         if bias.shape != (n,):
@@ -651,10 +653,8 @@ def _matmul_call(a, b, a_format, b_format, out_format, scale_a, scale_b, name):
     b = _matrix(b, b_format, "b")
     if b.shape[0] != a.shape[1]:
         raise ValueError(f"{name}: a is {a.shape} and b is {b.shape}; b needs {a.shape[1]} rows")
-    fp8 = a_format in ("e4m3", "e5m2")
-    default = "cublas_sm90_fp8" if fp8 else "cublas_sm90"
-    out_format = out_format or ("bf16" if fp8 else a_format)
-    return a, b, b_format, out_format, default
+    out_format = out_format or ("bf16" if a_format in ("e4m3", "e5m2") else a_format)
+    return a, b, b_format, out_format
 
 
 def identify_matmul(a, b, expected, *, a_format="bf16", b_format=None, out_format=None, scale_a=None, scale_b=None,
@@ -662,11 +662,11 @@ def identify_matmul(a, b, expected, *, a_format="bf16", b_format=None, out_forma
     """Which descriptions give every bit of `expected` (D [M, N] as a GPU wrote it) for A and B: every preset
     that takes the inputs' formats (or only preset= / kernel=) with every split count from 1 to 64, as
     (name, splits, mismatches) tuples, fewest mismatches first (`bitexact matmul --identify`)."""
-    a, b, b_format, out_format, default = _matmul_call(a, b, a_format, b_format, out_format, scale_a, scale_b,
-                                                       "identify_matmul")
+    a, b, b_format, out_format = _matmul_call(a, b, a_format, b_format, out_format, scale_a, scale_b,
+                                              "identify_matmul")
     return [tuple(r) for r in _gemm(a, b, a.shape[0], b.shape[1], a.shape[1], a_format, b_format, out_format, preset,
-                                    kernel, default, None, scale_a, scale_b, alpha, beta, c, bias, threads,
-                                    "identify", expected)]
+                                    kernel, None, scale_a, scale_b, alpha, beta, c, bias, threads, "identify",
+                                    expected)]
 
 
 def explain_matmul(a, b, row, col, *, a_format="bf16", b_format=None, out_format=None, scale_a=None, scale_b=None,
@@ -676,10 +676,10 @@ def explain_matmul(a, b, row, col, *, a_format="bf16", b_format=None, out_format
     the accumulator's bits after each, the chain's result, the split's fp32 accumulator after it) and the
     reduction so far ("total"); then "sum", "scaled", "alpha_beta", "biased" where the call has them, and "out",
     D[row, col]'s bits. Values are bit patterns (fp32 unless the output's)."""
-    a, b, b_format, out_format, default = _matmul_call(a, b, a_format, b_format, out_format, scale_a, scale_b,
-                                                       "explain_matmul")
-    return _gemm(a, b, a.shape[0], b.shape[1], a.shape[1], a_format, b_format, out_format, preset, kernel, default,
-                 splits, scale_a, scale_b, alpha, beta, c, bias, 0, "explain", None, (int(row), int(col)))
+    a, b, b_format, out_format = _matmul_call(a, b, a_format, b_format, out_format, scale_a, scale_b,
+                                              "explain_matmul")
+    return _gemm(a, b, a.shape[0], b.shape[1], a.shape[1], a_format, b_format, out_format, preset, kernel, splits,
+                 scale_a, scale_b, alpha, beta, c, bias, 0, "explain", None, (int(row), int(col)))
 
 
 def list_matmul_kernels():

@@ -119,8 +119,8 @@ py::object product(const matmul::gemm_description& d, const py::array& a, const 
   return py::array(result);
 }
 
-// D for flat a [m][k] and b [k][n]; kernel a preset's name or a description's
-// JSON (starting with '{'); splits 0 for the description's.
+// D for flat a [m][k] and b [k][n]; kernel a preset's name, a description's
+// JSON (starting with '{') or empty for A's format's default; splits 0 for the description's.
 py::object gemm_call(const py::array& a, const py::array& b, std::size_t m, std::size_t n, std::size_t k,
                      std::string_view a_format, std::string_view b_format, std::string_view out_format,
                      std::string_view kernel, bool kernel_given, int splits, std::optional<py::array> scale_a,
@@ -128,32 +128,19 @@ py::object gemm_call(const py::array& a, const py::array& b, std::size_t m, std:
                      std::vector<std::size_t> scale_b_shape, float alpha, float beta, std::optional<py::array> c,
                      std::optional<py::array> bias, unsigned threads, std::string action,
                      std::optional<py::array> expected, std::size_t row, std::size_t col) {
-  matmul::gemm_description d = !kernel.empty() && kernel.front() == '{' ? matmul::gemm_from_json(kernel)
-                                                                         : matmul::find_gemm_preset(kernel);
+  const format fa = format_named(a_format), fb = format_named(b_format), fo = format_named(out_format);
+  matmul::gemm_description d = kernel.empty()           ? matmul::default_gemm_preset(fa)
+                               : kernel.front() == '{' ? matmul::gemm_from_json(kernel)
+                                                        : matmul::find_gemm_preset(kernel);
   if (splits != 0) {
     if (splits < 1 || splits > 256) throw std::invalid_argument("splits must be from 1 to 256, not " + std::to_string(splits));
     d.splits = splits;
   }
-  const format fa = format_named(a_format), fb = format_named(b_format), fo = format_named(out_format);
   const gemm_arguments g{m, n, k, std::move(scale_a), std::move(scale_b), std::move(c), std::move(bias),
                          std::move(scale_a_shape), std::move(scale_b_shape), alpha, beta, threads, std::move(action),
                          std::move(expected), kernel_given, row, col};
-  const auto fp8 = [](format f) { return f == e4m3 || f == e5m2; };
-  const bool half = (fa == bf16 || fa == fp16) && fb == fa && (fo == fa || fo == fp32);
-  if (!half && !(fp8(fa) && fp8(fb) && (fo == bf16 || fo == fp16 || fo == fp32)))
-    throw std::invalid_argument("matmul takes bf16 or fp16 inputs into the same format or fp32, or e4m3/e5m2 inputs into bf16, "
-                                "fp16 or fp32; not " + std::string(name_of(fa)) + " x " + std::string(name_of(fb)) +
-                                " into " + std::string(name_of(fo)));
-  return visit_format(fa, [&](auto ta) {
-    return visit_format(fb, [&](auto tb) {
-      return visit_format(fo, [&](auto to) -> py::object {
-        constexpr format A = decltype(ta)::fmt, B = decltype(tb)::fmt, O = decltype(to)::fmt;
-        if constexpr ((A == bf16 || A == fp16 || A == e4m3 || A == e5m2) && (B == bf16 || B == fp16 || B == e4m3 || B == e5m2) &&
-                      (O == bf16 || O == fp16 || O == fp32))
-          return product<A, B, O>(d, a, b, g);
-        throw std::invalid_argument("matmul: unexpected formats");
-      });
-    });
+  return matmul::visit_gemm_formats(fa, fb, fo, [&](auto ta, auto tb, auto to) -> py::object {
+    return product<decltype(ta)::fmt, decltype(tb)::fmt, decltype(to)::fmt>(d, a, b, g);
   });
 }
 

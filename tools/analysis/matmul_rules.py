@@ -4,6 +4,8 @@ against captures of cuda/capture/matmul_capture.py, and the packing of the commi
 
     PYTHONPATH=build/python python3 tools/analysis/matmul_rules.py check DIR [--alternatives]
     PYTHONPATH=build/python python3 tools/analysis/matmul_rules.py pack CAPTURE_DIR OUT_DIR
+    PYTHONPATH=build/python python3 tools/analysis/matmul_rules.py pack-add CAPTURE_DIR OUT_DIR N
+    PYTHONPATH=build/python python3 tools/analysis/matmul_rules.py pack-triton-add CAPTURE_DIR OUT_DIR N
     PYTHONPATH=build/python python3 tools/analysis/matmul_rules.py check-triton DIR [--alternatives]
     PYTHONPATH=build/python python3 tools/analysis/matmul_rules.py pack-triton CAPTURE_DIR OUT_DIR
 
@@ -13,7 +15,7 @@ cuBLASLt algorithm of each call) or tests/data/matmul (a subset of rows and colu
 named in its manifest.json). `check` prints, per case, the rule its kernel follows and the
 mismatches against it; with --alternatives also the rejected rules and their counts. `pack`
 writes the subset of every case that tests/data/matmul keeps, with MANIFEST (FNV-1a 64 and
-SHA-256 of every file).
+SHA-256 of every file); `pack-add` (`pack-triton-add`) adds a later capture's new cases (numbered N) to such a folder.
 
 The rules (docs: the report of issue 30's first step):
 - chain16: each output the sm_90 tensor core's chain of 16-product fused steps over k from C=+0
@@ -258,6 +260,8 @@ def kernel_rule(case):
         return "splitk_bias" if "_bias" in main else "splitk"
     if "_bias" in main:
         return "chain16_bias"
+    if case.get("tf32"):  # modelled in the library only (matmul/kernels.hpp: cublas_sm90_tf32, _xmma)
+        return "tf32_cutlass" if "cutlass_80" in main else "tf32_xmma"
     if "wmma_tensorop" in main and "align1" in main:
         return "residue_first"
     if "cutlass" in main:
@@ -360,6 +364,8 @@ def triton_rule(case, config=None):
     mma = " ".join(kernel["ptx_mma"])
     if case["dtype"] in ("e4m3", "e5m2"):
         return "triton_fp8_chain" if ".e4m3" in mma or ".e5m2" in mma else "triton_fp8_as_fp16_chain16"
+    if case["dtype"] == "fp32":  # modelled in the library only (matmul/kernels.hpp: triton_matmul_sm90_tf32)
+        return "triton_tf32_truncated"
     return "triton_chain16"
 
 
@@ -567,44 +573,50 @@ def split_survey(capture):
     return lines
 
 
+def pack_case(capture, out, case, rng, lines, keep_whole_below=480_000):
+    """One case's subset into out/NAME (all of it when small, else up to 16 rows and columns, those where a
+    rejected alternative differs from the GPU first), its MANIFEST lines appended; its manifest entry."""
+    data = load_case(os.path.join(capture, "cases", case["name"]))
+    size = sum(v.nbytes for v in data.values())
+    rule = kernel_rule(case)
+    m, n, k = case["M"], case["N"], case["K"]
+    if size <= keep_whole_below:
+        rows, cols = list(range(m)), list(range(n))
+    else:
+        limit = min(16, max(4, 131072 // (2 * k)))  # about 256 KB of A and B rows
+        # Elements where a rejected alternative differs from the GPU come first, the rarest first.
+        masks = [model(case, data, rule, variant) != data["d"] for variant in ALTERNATIVES.get(rule, [])[:3]]
+        masks = sorted((mask for mask in masks if mask.any()), key=lambda mask: mask.sum())
+        where = np.concatenate([np.argwhere(mask) for mask in masks]) if masks else np.zeros((0, 2), int)
+        rows = pick(where[:, 0], m, limit, rng)
+        cols = pick(where[np.isin(where[:, 0], rows)][:, 1], n, limit, rng)
+    folder = os.path.join(out, case["name"])
+    os.makedirs(folder, exist_ok=True)
+    subset = {"a": data["a"][rows], "b": data["b"][:, cols], "d": data["d"][np.ix_(rows, cols)]}
+    if "bias" in data:
+        subset["bias"] = data["bias"][cols]
+    if "c" in data:
+        subset["c"] = data["c"][np.ix_(rows, cols)]
+    if "scale_a" in data:
+        sa, sb = data["scale_a"], data["scale_b"]
+        subset["scale_a"] = sa[rows] if sa.ndim == 2 else sa
+        subset["scale_b"] = sb[:, cols] if sb.ndim == 2 else sb
+    entry = {key: case[key] for key in case if key not in ("kernels_second_run",)}
+    entry.update(rows=rows if len(rows) < m else "all", cols=cols if len(cols) < n else "all", rule=rule)
+    lines.append(f"case {case['name']} {m} {n} {k} {rule} rows={len(rows)} cols={len(cols)}")
+    save_subset(folder, case["name"], subset, lines)
+    print(lines[-len(subset) - 1], flush=True)
+    return entry
+
+
 def pack(capture, out, keep_whole_below=480_000):
     manifest = json.load(open(os.path.join(capture, "manifest.json")))
     attach_algorithms(manifest, capture)
     rng = np.random.default_rng(30)
     os.makedirs(out, exist_ok=True)
-    kept_cases, lines = [], []
-    for case in manifest["cases"]:
-        if "error" in case:
-            continue
-        data = load_case(os.path.join(capture, "cases", case["name"]))
-        size = sum(v.nbytes for v in data.values())
-        rule = kernel_rule(case)
-        m, n, k = case["M"], case["N"], case["K"]
-        if size <= keep_whole_below:
-            rows, cols = list(range(m)), list(range(n))
-        else:
-            limit = min(16, max(4, 131072 // (2 * k)))  # about 256 KB of A and B rows
-            # Elements where a rejected alternative differs from the GPU come first, the rarest first.
-            masks = [model(case, data, rule, variant) != data["d"] for variant in ALTERNATIVES.get(rule, [])[:3]]
-            masks = sorted((mask for mask in masks if mask.any()), key=lambda mask: mask.sum())
-            where = np.concatenate([np.argwhere(mask) for mask in masks]) if masks else np.zeros((0, 2), int)
-            rows = pick(where[:, 0], m, limit, rng)
-            cols = pick(where[np.isin(where[:, 0], rows)][:, 1], n, limit, rng)
-        folder = os.path.join(out, case["name"])
-        os.makedirs(folder, exist_ok=True)
-        subset = {"a": data["a"][rows], "b": data["b"][:, cols], "d": data["d"][np.ix_(rows, cols)]}
-        if "bias" in data:
-            subset["bias"] = data["bias"][cols]
-        if "scale_a" in data:
-            sa, sb = data["scale_a"], data["scale_b"]
-            subset["scale_a"] = sa[rows] if sa.ndim == 2 else sa
-            subset["scale_b"] = sb[:, cols] if sb.ndim == 2 else sb
-        entry = {key: case[key] for key in case if key not in ("kernels_second_run",)}
-        entry.update(rows=rows if len(rows) < m else "all", cols=cols if len(cols) < n else "all", rule=rule)
-        kept_cases.append(entry)
-        lines.append(f"case {case['name']} {m} {n} {k} {rule} rows={len(rows)} cols={len(cols)}")
-        save_subset(folder, case["name"], subset, lines)
-        print(lines[-len(subset) - 1], flush=True)
+    lines = []
+    kept_cases = [pack_case(capture, out, case, rng, lines, keep_whole_below)
+                  for case in manifest["cases"] if "error" not in case]
     versions = manifest["versions"]
     json.dump({"versions": versions, "cases": kept_cases}, open(os.path.join(out, "manifest.json"), "w"), indent=1)
     open(os.path.join(out, "split_survey.txt"), "w").write("\n".join(split_survey(capture)) + "\n")
@@ -621,6 +633,29 @@ def pack(capture, out, keep_whole_below=480_000):
         "# file FNV1A64 SHA256 PATH",
     ]
     open(os.path.join(out, "MANIFEST"), "w").write("\n".join(header + lines) + "\n")
+
+
+def pack_add(capture, out, number, triton=False):
+    """A later capture's cases (those not in out already) added to out: their subsets, manifest.json entries
+    with "capture": number and its versions as versions_capture_NUMBER, and their lines at MANIFEST's end
+    (manifest.json's line rewritten). triton: a triton_matmul_capture.py run into tests/data/matmul_triton."""
+    manifest = json.load(open(os.path.join(capture, "manifest.json")))
+    if not triton:
+        attach_algorithms(manifest, capture)
+    kept = json.load(open(os.path.join(out, "manifest.json")))
+    known = {case["name"] for case in kept["cases"]}
+    rng = np.random.default_rng(30 + int(number))
+    lines = [line for line in open(os.path.join(out, "MANIFEST")).read().splitlines()
+             if not line.endswith(" manifest.json")]
+    for case in manifest["cases"]:
+        if "error" not in case and case["name"] not in known:
+            packed = (pack_triton_case if triton else pack_case)(capture, out, case, rng, lines)
+            kept["cases"].append(dict(packed, capture=int(number)))
+    kept[f"versions_capture_{number}"] = manifest["versions"]
+    json.dump(finite_json(kept), open(os.path.join(out, "manifest.json"), "w"), indent=1, allow_nan=False)
+    raw = open(os.path.join(out, "manifest.json"), "rb").read()
+    lines.append(f"file {fnv1a64(raw):016x} {hashlib.sha256(raw).hexdigest()} manifest.json")
+    open(os.path.join(out, "MANIFEST"), "w").write("\n".join(lines) + "\n")
 
 
 def save_subset(folder, name, subset, lines):
@@ -643,43 +678,47 @@ def finite_json(x):
     return x
 
 
+def pack_triton_case(capture, out, case, rng, lines, keep_whole_below=200_000):
+    """One Triton case's subset into out/NAME (whole when small or when it ran every configuration, else 4 to
+    16 rows of A and columns of B, those where cuBLAS or a rejected rule differs from Triton first), its
+    MANIFEST lines appended; its manifest entry."""
+    data = load_case(os.path.join(capture, "cases", case["name"]))
+    m, n, k = case["M"], case["N"], case["K"]
+    rule = "per config" if case["all_configs"] else triton_rule(case)
+    if case["all_configs"] or sum(v.nbytes for v in data.values()) <= keep_whole_below:
+        rows, cols = list(range(m)), list(range(n))
+    else:
+        limit = min(16, max(4, 131072 // (2 * k)))
+        masks = [data[key] != data["d"] for key in data if key.startswith("d_")]
+        block_k = case["config"]["BLOCK_SIZE_K"]
+        masks += [triton_model(case, data, rule, block_k, variant) != data["d"]
+                  for variant in TRITON_ALTERNATIVES.get(rule, [])[:3]]
+        masks = sorted((mask for mask in masks if mask.any()), key=lambda mask: mask.sum())
+        where = np.concatenate([np.argwhere(mask) for mask in masks]) if masks else np.zeros((0, 2), int)
+        rows = pick(where[:, 0], m, limit, rng)
+        cols = pick(where[np.isin(where[:, 0], rows)][:, 1], n, limit, rng)
+    folder = os.path.join(out, case["name"])
+    os.makedirs(folder, exist_ok=True)
+    subset = {key: (value[rows] if key == "a" else value[:, cols] if key == "b" else value[np.ix_(rows, cols)])
+              for key, value in data.items()}
+    entry = {key: value for key, value in case.items() if key != "kernels_second_run"}
+    entry["torch"] = [{key: value for key, value in call.items() if key != "kernels_second_run"}
+                      for call in case.get("torch", [])]
+    entry.update(rows=rows if len(rows) < m else "all", cols=cols if len(cols) < n else "all", rule=rule)
+    lines.append(f"case {case['name']} {m} {n} {k} {rule} rows={len(rows)} cols={len(cols)}")
+    save_subset(folder, case["name"], subset, lines)
+    print(lines[-len(subset) - 1], flush=True)
+    return entry
+
+
 def pack_triton(capture, out, keep_whole_below=200_000):
-    """tests/data/matmul_triton: every case of a triton_matmul_capture.py run, whole when small, else
-    4 to 16 rows of A and columns of B (those where cuBLAS or a rejected rule differs from Triton first)."""
+    """tests/data/matmul_triton: every case of a triton_matmul_capture.py run (pack_triton_case)."""
     manifest = json.load(open(os.path.join(capture, "manifest.json")))
     rng = np.random.default_rng(30)
     os.makedirs(out, exist_ok=True)
-    kept_cases, lines = [], []
-    for case in manifest["cases"]:
-        if "error" in case:
-            continue
-        data = load_case(os.path.join(capture, "cases", case["name"]))
-        m, n, k = case["M"], case["N"], case["K"]
-        rule = "per config" if case["all_configs"] else triton_rule(case)
-        if case["all_configs"] or sum(v.nbytes for v in data.values()) <= keep_whole_below:
-            rows, cols = list(range(m)), list(range(n))
-        else:
-            limit = min(16, max(4, 131072 // (2 * k)))
-            masks = [data[key] != data["d"] for key in data if key.startswith("d_")]
-            block_k = case["config"]["BLOCK_SIZE_K"]
-            masks += [triton_model(case, data, rule, block_k, variant) != data["d"]
-                      for variant in TRITON_ALTERNATIVES[rule][:3]]
-            masks = sorted((mask for mask in masks if mask.any()), key=lambda mask: mask.sum())
-            where = np.concatenate([np.argwhere(mask) for mask in masks]) if masks else np.zeros((0, 2), int)
-            rows = pick(where[:, 0], m, limit, rng)
-            cols = pick(where[np.isin(where[:, 0], rows)][:, 1], n, limit, rng)
-        folder = os.path.join(out, case["name"])
-        os.makedirs(folder, exist_ok=True)
-        subset = {key: (value[rows] if key == "a" else value[:, cols] if key == "b" else value[np.ix_(rows, cols)])
-                  for key, value in data.items()}
-        entry = {key: value for key, value in case.items() if key != "kernels_second_run"}
-        entry["torch"] = [{key: value for key, value in call.items() if key != "kernels_second_run"}
-                          for call in case.get("torch", [])]
-        entry.update(rows=rows if len(rows) < m else "all", cols=cols if len(cols) < n else "all", rule=rule)
-        kept_cases.append(entry)
-        lines.append(f"case {case['name']} {m} {n} {k} {rule} rows={len(rows)} cols={len(cols)}")
-        save_subset(folder, case["name"], subset, lines)
-        print(lines[-len(subset) - 1], flush=True)
+    lines = []
+    kept_cases = [pack_triton_case(capture, out, case, rng, lines, keep_whole_below)
+                  for case in manifest["cases"] if "error" not in case]
     versions = manifest["versions"]
     # Strict JSON (a config the autotuner could not run timed as inf becomes null), for C++ readers.
     json.dump(finite_json({"versions": versions, "configs": manifest["configs"], "cases": kept_cases}),
@@ -710,6 +749,9 @@ def main():
         return
     if len(sys.argv) == 4 and sys.argv[1] == "pack":
         pack(sys.argv[2], sys.argv[3])
+        return
+    if len(sys.argv) == 5 and sys.argv[1] in ("pack-add", "pack-triton-add"):
+        pack_add(sys.argv[2], sys.argv[3], sys.argv[4], triton=sys.argv[1] == "pack-triton-add")
         return
     sys.exit(__doc__)
 

@@ -54,12 +54,19 @@ struct gemm_epilogue {
   alpha_beta_rule alpha_beta_split_k = alpha_beta_rule::fma_beta;  // in the reduce kernel
 };
 
-// What the kernel does to fp8 operands before its tensor core sees them.
+// What the kernel does to its operands before its tensor core sees them.
 enum class operand_rule {
-  as_given,  // the tensor core takes them as they are
+  // The tensor core takes them as they are; an fp32 operand of a tf32 unit is
+  // the upper 19 bits of its register, the low 13 ignored (tf32_operand).
+  as_given,
   // cvt.rn.f16x2.e4m3x2 / .e5m2x2 (exact) and a 16-bit tensor core: Triton's
   // tl.dot on fp8 with 2 warps (mma.sync m16n8k16 .f16, not the fp8 wgmma).
   widened_to_fp16,
+  // fp32 rounded to tf32, to nearest with ties to even, before a tf32 unit:
+  // cuBLAS's kernels for fp32 products under allow_tf32 (tests/data/matmul's
+  // fp32_tf32_* cases, whose dropped bits hold ties: truncating them, or
+  // rounding ties away, misses most outputs).
+  rounded_to_tf32,
 };
 
 // The order in which the tensor core's steps take K.
@@ -69,6 +76,17 @@ enum class k_order {
   // k mod 4 in {2, 3}: Triton's fp8 operands widened to fp16 (their kWidth
   // of 4 packs four k a thread, two of them a step).
   pairs_mod_4_in_32,
+};
+
+// Where a split's part of K that fills no whole K tile goes.
+enum class k_residue {
+  // In the last tile, padded with zeros (the nvjet kernels' TMA loads): the
+  // steps start at whole K tiles from the split's start.
+  last_tile,
+  // In the first tile (CUTLASS 2's mainloop loads the partial tile first):
+  // the chain takes (split length mod k_tile) of K, in steps, before whole
+  // tiles; cuBLAS's cutlass_80_tensorop_s1688gemm kernels.
+  first_tile,
 };
 
 struct gemm_description {
@@ -84,6 +102,12 @@ struct gemm_description {
   // ((p0 + p1) + p2) + ..., fp32 round to nearest. cuBLAS picks the count per
   // shape (numSplitsK in its log): the call may give it instead.
   int splits = 1;
+  // When K is no multiple of k_tile, a split's share is rounded up to this
+  // instead: k_tile for the nvjet kernels, 4 (16 bytes of fp32) for the
+  // cutlass_80 tf32 kernels (tests/data/matmul's fp32_tf32 cases with K of
+  // 2000, 3000, 3004, 4100, 5000, 6001, 7002).
+  std::size_t ragged_split_alignment = 64;
+  k_residue residue = k_residue::last_tile;
   // 0: one chain over the split's K, the tensor core's own accumulator the
   // whole way (fp8's use_fast_accum). Otherwise a chain over each
   // `promotion_k` of the split, from zero, added into an fp32 accumulator
@@ -100,6 +124,8 @@ inline std::size_t k_per_step(const gemm_description& d) {
 
 // Whether the description computes products of A in format a and B in b.
 inline bool takes(const gemm_description& d, format a, format b) {
+  if (a == fp32 || b == fp32 || d.operands == operand_rule::rounded_to_tf32)
+    return a == fp32 && b == fp32 && d.operands != operand_rule::widened_to_fp16 && d.tensor_core->takes(tf32);
   if (d.operands == operand_rule::widened_to_fp16)
     return (a == e4m3 || a == e5m2) && (b == e4m3 || b == e5m2) && d.tensor_core->takes(fp16);
   return d.tensor_core->takes(a) && d.tensor_core->takes(b);
@@ -117,15 +143,25 @@ inline void check_description(const gemm_description& d, std::string_view who = 
   if (d.k_tile < step || d.k_tile % step != 0 || d.k_tile > 4096)
     refuse("k_tile", "a multiple of the tensor core's " + std::to_string(step) + " products a step, up to 4096");
   if (d.splits < 1 || d.splits > 256) refuse("splits", "from 1 to 256");
+  if (d.ragged_split_alignment < 1 || d.k_tile % d.ragged_split_alignment != 0)
+    refuse("ragged_split_alignment", "a divisor of k_tile (" + std::to_string(d.k_tile) + ")");
+  if (d.residue == k_residue::first_tile && (d.promotion_k != 0 || d.order != k_order::ascending))
+    refuse("k_residue", "first_tile is modelled for one chain a split in ascending K (promotion_k 0, k_order "
+                        "ascending): no capture shows it with the others");
   if (d.promotion_k != 0 && (d.promotion_k % step != 0 || d.promotion_k > 1 << 20))
     refuse("promotion_k", "0, or a multiple of the tensor core's " + std::to_string(step) + " products a step");
-  if (d.promotion_k != 0 && d.k_tile % d.promotion_k != 0)
-    refuse("promotion_k", "a split's share of K is whole K tiles, so k_tile must be a multiple of promotion_k");
+  if (d.promotion_k != 0 && (d.k_tile % d.promotion_k != 0 || d.ragged_split_alignment % d.promotion_k != 0))
+    refuse("promotion_k", "a split's share of K is whole K tiles (or of ragged_split_alignment), so both must be "
+                          "multiples of promotion_k");
   if (d.operands == operand_rule::widened_to_fp16 && !d.tensor_core->takes(fp16))
     refuse("operands", "widened_to_fp16 needs a tensor core that takes fp16");
+  if (d.operands == operand_rule::rounded_to_tf32 && !d.tensor_core->takes(tf32))
+    refuse("operands", "rounded_to_tf32 needs a tensor core that takes tf32");
   if (d.order == k_order::pairs_mod_4_in_32 &&
-      (step != 16 || d.k_tile % 32 != 0 || (d.promotion_k != 0 && d.promotion_k % 32 != 0)))
-    refuse("k_order", "pairs_mod_4_in_32 needs 16 products a step and K tiles and promotion in whole 32s of K");
+      (step != 16 || d.k_tile % 32 != 0 || d.ragged_split_alignment % 32 != 0 ||
+       (d.promotion_k != 0 && d.promotion_k % 32 != 0)))
+    refuse("k_order", "pairs_mod_4_in_32 needs 16 products a step and K tiles, ragged splits and promotion in whole "
+                      "32s of K");
 }
 
 }  // namespace bitexact::matmul

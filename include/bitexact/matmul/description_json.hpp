@@ -23,9 +23,12 @@ inline const description_json::table<block_scaling> block_scalings{
 inline const description_json::table<alpha_beta_rule> alpha_beta_rules{{"fma_alpha", alpha_beta_rule::fma_alpha},
                                                                        {"fma_beta", alpha_beta_rule::fma_beta}};
 inline const description_json::table<operand_rule> operand_rules{{"as_given", operand_rule::as_given},
-                                                                 {"widened_to_fp16", operand_rule::widened_to_fp16}};
+                                                                 {"widened_to_fp16", operand_rule::widened_to_fp16},
+                                                                 {"rounded_to_tf32", operand_rule::rounded_to_tf32}};
 inline const description_json::table<k_order> k_orders{{"ascending", k_order::ascending},
                                                        {"pairs_mod_4_in_32", k_order::pairs_mod_4_in_32}};
+inline const description_json::table<k_residue> k_residues{{"last_tile", k_residue::last_tile},
+                                                           {"first_tile", k_residue::first_tile}};
 // The reduce kernel's order and format: the one the captures show.
 inline const description_json::table<bool> split_reductions{{"fp32_in_split_order", true}};
 
@@ -42,6 +45,8 @@ inline gemm_description gemm_from_json(std::string_view text) {
   d.tensor_core = &fields.tensor_core("tensor_core");
   d.k_tile = static_cast<std::size_t>(fields.integer("k_tile", 1, 4096));
   d.splits = fields.integer("splits", 1, 256);
+  d.ragged_split_alignment = static_cast<std::size_t>(fields.integer("ragged_split_alignment", 1, 4096));
+  d.residue = fields.named("k_residue", names::k_residues);
   fields.named("split_reduction", names::split_reductions);
   d.promotion_k = static_cast<std::size_t>(fields.integer("promotion_k", 0, 1 << 20));
   d.operands = fields.named("operands", names::operand_rules);
@@ -63,6 +68,8 @@ inline nlohmann::ordered_json gemm_to_json(const gemm_description& d) {
   j["tensor_core"] = d.tensor_core->unit_name;
   j["k_tile"] = d.k_tile;
   j["splits"] = d.splits;
+  j["ragged_split_alignment"] = d.ragged_split_alignment;
+  j["k_residue"] = description_json::name_of(names::k_residues, d.residue);
   j["split_reduction"] = "fp32_in_split_order";
   j["promotion_k"] = d.promotion_k;
   j["operands"] = description_json::name_of(names::operand_rules, d.operands);

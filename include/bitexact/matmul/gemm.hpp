@@ -26,7 +26,9 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -54,6 +56,36 @@ enum class scale_layout {
   block_128x128,  // B: [ceil(K/128), ceil(N/128)], 128 of K by 128 columns
 };
 
+// The formats the emulator computes in: bf16 or fp16 into the same format or
+// fp32 (torch.mm's out_dtype), fp32 into fp32 (the tf32 tensor core), e4m3
+// or e5m2 into bf16, fp16 or fp32 (torch._scaled_mm).
+template <format A, format B, format Out>
+inline constexpr bool gemm_formats = ((A == bf16 || A == fp16) && B == A && (Out == A || Out == fp32)) ||
+                                     (A == fp32 && B == fp32 && Out == fp32) ||
+                                     ((A == e4m3 || A == e5m2) && (B == e4m3 || B == e5m2) &&
+                                      (Out == bf16 || Out == fp16 || Out == fp32));
+inline constexpr std::string_view gemm_formats_text =
+    "bf16 or fp16 into the same format or fp32; fp32 (on the tf32 tensor core) into fp32; e4m3 or e5m2 into bf16, "
+    "fp16 or fp32";
+
+// Calls fn(format_tag<A>, format_tag<B>, format_tag<Out>) for formats the
+// emulator computes in; std::invalid_argument naming them otherwise.
+template <class Fn>
+decltype(auto) visit_gemm_formats(format a, format b, format out, Fn&& fn) {
+  return visit_format(a, [&](auto ta) {
+    return visit_format(b, [&](auto tb) {
+      return visit_format(out, [&](auto to) -> decltype(fn(format_tag<bf16>{}, format_tag<bf16>{}, format_tag<bf16>{})) {
+        if constexpr (gemm_formats<std::remove_cvref_t<decltype(ta)>::fmt, std::remove_cvref_t<decltype(tb)>::fmt,
+                                   std::remove_cvref_t<decltype(to)>::fmt>)
+          return fn(ta, tb, to);
+        throw std::invalid_argument("matmul takes " + std::string(gemm_formats_text) + "; not " +
+                                    std::string(name_of(a)) + " x " + std::string(name_of(b)) + " into " +
+                                    std::string(name_of(out)));
+      });
+    });
+  });
+}
+
 template <format InA, format InB, format Out>
 struct gemm_call {
   gemm_shape shape;
@@ -71,7 +103,8 @@ struct gemm_call {
 // A split's K positions [first, end); empty for a split past K.
 inline std::pair<std::size_t, std::size_t> split_range(const gemm_description& d, std::size_t k, int split) {
   const auto splits = static_cast<std::size_t>(d.splits);
-  const std::size_t share = ((k + splits - 1) / splits + d.k_tile - 1) / d.k_tile * d.k_tile;
+  const std::size_t align = k % d.k_tile == 0 ? d.k_tile : d.ragged_split_alignment;
+  const std::size_t share = ((k + splits - 1) / splits + align - 1) / align * align;
   const std::size_t first = std::min(k, static_cast<std::size_t>(split) * share);
   return {first, split + 1 == d.splits ? k : std::min(k, first + share)};
 }
@@ -152,15 +185,22 @@ void check_call(const gemm_description& d, const gemm_call<InA, InB, Out>& call)
 
 namespace detail {
 
+// The K positions a chain over [first, end) takes before its steps start at
+// whole K tiles: the split's partial tile, where the kernel loads it first.
+inline std::size_t leading_residue(const gemm_description& d, std::size_t first, std::size_t end) {
+  return d.residue == k_residue::first_tile ? (end - first) % d.k_tile : 0;
+}
+
 // Chains over any K range of every output, from +0, into fp32: 16 x 8 tiles
 // through mma_m16n8k16 (its fast path) for 16-bit inputs on a unit of 16
-// products a step, else fused_dot an output at a time.
+// products a step when every range starts at a whole step (tiles_allowed),
+// else fused_dot an output at a time.
 template <format InA, format InB>
 class chain_source {
  public:
   chain_source(const fused_sum_unit& unit, const gemm_shape& s, std::span<const value<InA>> a,
-               std::span<const value<InB>> b)
-      : unit_(unit), shape_(s), a_(a), tiles_(tile_formats && unit.products_per_step == 16) {
+               std::span<const value<InB>> b, bool tiles_allowed)
+      : unit_(unit), shape_(s), a_(a), tiles_(tile_formats && unit.products_per_step == 16 && tiles_allowed) {
     if constexpr (tile_formats) {
       if (tiles_) {
         packed_ = pack<InA>(a, b, s.m, s.n, s.k);
@@ -172,8 +212,9 @@ class chain_source {
       for (std::size_t col = 0; col < s.n; ++col) b_columns_[col * s.k + x] = b[x * s.n + col];
   }
 
-  // first and end are multiples of the unit's step, or end is K.
-  void chains(std::size_t first, std::size_t end, std::span<float32> out, unsigned threads) const {
+  // With tiles, first is a multiple of the unit's step and lead is 0. The
+  // chain takes [first, first + lead) in steps, then steps from first + lead.
+  void chains(std::size_t first, std::size_t end, std::size_t lead, std::span<float32> out, unsigned threads) const {
     if constexpr (tile_formats) {
       if (tiles_) {
         chain_products<fp32, InA>(unit_, packed_, first / k_step, (end + k_step - 1) / k_step, out, threads);
@@ -183,10 +224,12 @@ class chain_source {
     const std::span<const value<InB>> columns(b_columns_);
     for_each_index(shape_.m, threads, [&](std::size_t row) {
       const auto a_row = a_.subspan(row * shape_.k + first, end - first);
-      for (std::size_t col = 0; col < shape_.n; ++col)
+      for (std::size_t col = 0; col < shape_.n; ++col) {
+        const auto b_column = columns.subspan(col * shape_.k + first, end - first);
+        const float32 led = fused_dot<fp32, InA, InB>(unit_, a_row.first(lead), b_column.first(lead), float32::zero()).result;
         out[row * shape_.n + col] =
-            fused_dot<fp32, InA, InB>(unit_, a_row, columns.subspan(col * shape_.k + first, end - first), float32::zero())
-                .result;
+            fused_dot<fp32, InA, InB>(unit_, a_row.subspan(lead), b_column.subspan(lead), led).result;
+      }
     });
   }
 
@@ -264,11 +307,26 @@ inline std::size_t ordered_k(k_order order, std::size_t p) {
   return block * 32 + (pair / 2) * 4 + (within / 16) * 2 + pair % 2;
 }
 
+// One operand as the tensor core sees it (operand_rule): fp8 widened to fp16
+// (exact), fp32 rounded to tf32 or read as tf32 from its register.
+template <format To, format From>
+value<To> tensor_core_operand(value<From> v, operand_rule rule) {
+  if constexpr (To == From) return v;
+  else if constexpr (To == tf32 && From == fp32) {
+    if (rule == operand_rule::as_given) return tf32_operand(v.bits);
+    environment nearest_even;
+    nearest_even.rounding = rounding_mode::nearest_even;
+    return convert<tf32>(v, nearest_even).result;
+  } else {
+    return convert<To>(v).result;  // fp8 to fp16: exact
+  }
+}
+
 // A [M][K] and B [K][N] with K reordered (and padded to whole 32s) and each
-// value converted to To.
+// value as the tensor core sees it.
 template <format To, format From>
 std::vector<value<To>> reordered(std::span<const value<From>> x, std::size_t rows, std::size_t columns, bool k_is_column,
-                                 k_order order, std::size_t padded_k) {
+                                 k_order order, std::size_t padded_k, operand_rule rule) {
   const std::size_t k = k_is_column ? columns : rows;
   const std::size_t out_rows = k_is_column ? rows : padded_k, out_columns = k_is_column ? padded_k : columns;
   std::vector<value<To>> out(out_rows * out_columns);
@@ -276,9 +334,7 @@ std::vector<value<To>> reordered(std::span<const value<From>> x, std::size_t row
     for (std::size_t c = 0; c < out_columns; ++c) {
       const std::size_t kk = ordered_k(order, k_is_column ? c : r);
       if (kk >= k) continue;
-      const value<From> v = k_is_column ? x[r * columns + kk] : x[kk * columns + c];
-      if constexpr (To == From) out[r * out_columns + c] = v;
-      else out[r * out_columns + c] = convert<To>(v).result;  // fp8 to fp16: exact
+      out[r * out_columns + c] = tensor_core_operand<To>(k_is_column ? x[r * columns + kk] : x[kk * columns + c], rule);
     }
   return out;
 }
@@ -301,7 +357,7 @@ std::vector<float32> accumulate(const gemm_description& d, const gemm_call<InA, 
     const std::size_t width = d.promotion_k == 0 ? split_end - split_first : d.promotion_k;
     for (std::size_t first = split_first; first < split_end; first += width) {
       const std::size_t end = std::min(split_end, first + width);
-      source.chains(first, k_end(end), piece, call.threads);
+      source.chains(first, k_end(end), leading_residue(d, first, end), piece, call.threads);
       const bool first_piece = first == split_first;
       for_each_index(s.m, call.threads, [&](std::size_t row) {
         for (std::size_t col = 0; col < s.n; ++col) {
@@ -322,19 +378,23 @@ template <format InA, format InB, format Out>
 std::vector<float32> sum_of(const gemm_description& d, const gemm_call<InA, InB, Out>& call) {
   const gemm_shape& s = call.shape;
   const fused_sum_unit& unit = d.tensor_core->unit;
-  const bool widened = d.operands == operand_rule::widened_to_fp16;
-  if (!widened && d.order == k_order::ascending)
-    return accumulate(d, call, chain_source<InA, InB>(unit, s, call.a, call.b), s.k);
+  const bool converted = d.operands != operand_rule::as_given || InA == fp32;
+  // Tiles need every chain to start at a whole 16 of K.
+  const bool tiles_allowed =
+      d.residue == k_residue::last_tile && (s.k % d.k_tile == 0 || d.ragged_split_alignment % k_step == 0);
+  if (!converted && d.order == k_order::ascending)
+    return accumulate(d, call, chain_source<InA, InB>(unit, s, call.a, call.b, tiles_allowed), s.k);
   const std::size_t padded = d.order == k_order::ascending ? s.k : (s.k + 31) / 32 * 32;
   const auto with = [&](auto a_tag, auto b_tag) {
     constexpr format A = decltype(a_tag)::fmt, B = decltype(b_tag)::fmt;
-    const std::vector<value<A>> a = reordered<A, InA>(call.a, s.m, s.k, true, d.order, padded);
-    const std::vector<value<B>> b = reordered<B, InB>(call.b, s.k, s.n, false, d.order, padded);
-    return accumulate(d, call, chain_source<A, B>(unit, {s.m, s.n, padded}, a, b), padded);
+    const std::vector<value<A>> a = reordered<A, InA>(call.a, s.m, s.k, true, d.order, padded, d.operands);
+    const std::vector<value<B>> b = reordered<B, InB>(call.b, s.k, s.n, false, d.order, padded, d.operands);
+    return accumulate(d, call, chain_source<A, B>(unit, {s.m, s.n, padded}, a, b, tiles_allowed), padded);
   };
   if constexpr (InA.width() == 8 && InB.width() == 8)
-    if (widened) return with(format_tag<fp16>{}, format_tag<fp16>{});
-  return with(format_tag<InA>{}, format_tag<InB>{});
+    if (d.operands == operand_rule::widened_to_fp16) return with(format_tag<fp16>{}, format_tag<fp16>{});
+  if constexpr (InA == fp32 && InB == fp32) return with(format_tag<tf32>{}, format_tag<tf32>{});
+  else return with(format_tag<InA>{}, format_tag<InB>{});
 }
 
 }  // namespace detail
@@ -384,7 +444,9 @@ struct split_record {
 template <format Out>
 struct output_explanation {
   std::size_t row = 0, col = 0;
-  bool blocks = false, widened = false, reordered = false;
+  bool blocks = false, reordered = false;
+  operand_rule operands = operand_rule::as_given;
+  bool fp32_inputs = false;  // then operands says how they became tf32
   std::vector<split_record> splits;
   detail::epilogue_values epilogue;
   value<Out> out;
@@ -405,12 +467,15 @@ output_explanation<Out> explain_with(const gemm_description& d, const gemm_call<
   const std::size_t padded = d.order == k_order::ascending ? s.k : (s.k + 31) / 32 * 32;
   std::vector<value<InB>> column(s.k);
   for (std::size_t x = 0; x < s.k; ++x) column[x] = call.b[x * s.n + col];
-  const std::vector<value<A>> a = reordered<A, InA>(call.a.subspan(row * s.k, s.k), 1, s.k, true, d.order, padded);
-  const std::vector<value<B>> b = reordered<B, InB>(std::span<const value<InB>>(column), s.k, 1, false, d.order, padded);
+  const std::vector<value<A>> a =
+      reordered<A, InA>(call.a.subspan(row * s.k, s.k), 1, s.k, true, d.order, padded, d.operands);
+  const std::vector<value<B>> b =
+      reordered<B, InB>(std::span<const value<InB>>(column), s.k, 1, false, d.order, padded, d.operands);
   output_explanation<Out> e;
   e.row = row, e.col = col;
   e.blocks = call.a_scales == scale_layout::block_1x128;
-  e.widened = d.operands == operand_rule::widened_to_fp16;
+  e.operands = d.operands;
+  e.fp32_inputs = InA == fp32;
   e.reordered = d.order != k_order::ascending;
   const std::size_t step = k_per_step(d);
   float32 total;
@@ -423,8 +488,9 @@ output_explanation<Out> explain_with(const gemm_description& d, const gemm_call<
     for (std::size_t first = split_first; first < split_end; first += width) {
       const std::size_t end = std::min(split_end, first + width), chain_end = end == s.k ? padded : end;
       piece_record pr{first, end, {}, float32::zero(), {}, {}, {}};
-      for (std::size_t k = first; k < chain_end; k += step) {
-        const std::size_t n = std::min(step, chain_end - k);
+      const std::size_t lead_end = first + leading_residue(d, first, end);
+      for (std::size_t k = first, n = 0; k < chain_end; k += n) {
+        n = std::min(step, (k < lead_end ? lead_end : chain_end) - k);  // the lead's last step ends with it
         step_window window;
         const float32 before = pr.chain;
         pr.chain = fused_multiply_add_step<fp32, A, B>(d.tensor_core->unit, std::span<const value<A>>(a).subspan(k, n),
@@ -455,7 +521,8 @@ output_explanation<Out> explain_output(const gemm_description& d, const gemm_cal
   if (row >= call.shape.m || col >= call.shape.n) throw std::invalid_argument("matmul: the element is outside D");
   if constexpr (InA.width() == 8 && InB.width() == 8)
     if (d.operands == operand_rule::widened_to_fp16) return detail::explain_with<fp16, fp16>(d, call, row, col);
-  return detail::explain_with<InA, InB>(d, call, row, col);
+  if constexpr (InA == fp32 && InB == fp32) return detail::explain_with<tf32, tf32>(d, call, row, col);
+  else return detail::explain_with<InA, InB>(d, call, row, col);
 }
 
 }  // namespace bitexact::matmul

@@ -22,6 +22,7 @@ inline gemm_description cublas_sm90_description() {
   d.summary = "cuBLAS's nvjet_sm90 kernels for bf16 and fp16 (torch.matmul, F.linear, torch.addmm)";
   d.tensor_core = &find_tensor_core_unit("sm90");
   d.k_tile = 64;
+  d.ragged_split_alignment = 64;
   return d;
 }
 
@@ -34,6 +35,7 @@ inline gemm_description cublas_sm90_fp8_description() {
               "block scales)";
   d.tensor_core = &find_tensor_core_unit("sm90_fp8");
   d.k_tile = 128;
+  d.ragged_split_alignment = 128;
   d.promotion_k = 128;
   return d;
 }
@@ -44,6 +46,48 @@ inline gemm_description cublas_sm90_fp8_fast_accum_description() {
   d.name = "cublas_sm90_fp8_fast_accum";
   d.summary = "cuBLAS's fp8 kernels under torch._scaled_mm(use_fast_accum=True): one chain over K";
   d.promotion_k = 0;
+  return d;
+}
+
+// torch.matmul, F.linear and torch.addmm on fp32 with allow_tf32 (cuBLAS
+// 13.1, sm_90), for small and split-K products:
+// cutlass_80_tensorop_s1688gemm_64x64_32x6 (mma.sync m16n8k8 tf32, 32 of K
+// a tile; _16x6, 16, for some shapes), split-K with the
+// cublasLt::splitKreduce_kernel. Each operand rounded to tf32 to nearest
+// even, 8-product steps, the partial tile of a split first.
+inline gemm_description cublas_sm90_tf32_description() {
+  gemm_description d;
+  d.name = "cublas_sm90_tf32";
+  d.summary = "cuBLAS's cutlass_80 kernels for fp32 under allow_tf32 (torch.matmul, F.linear, torch.addmm; split-K): "
+              "operands rounded to tf32";
+  d.tensor_core = &find_tensor_core_unit("sm90_k8");
+  d.k_tile = 32;
+  d.ragged_split_alignment = 4;
+  d.residue = k_residue::first_tile;
+  d.operands = operand_rule::rounded_to_tf32;
+  return d;
+}
+
+// The same family's _64x64_16x6 configuration (16 of K a tile), which cuBLAS
+// picks for some split-K shapes (K of 4100, 6001 and 7002 captured): a
+// split's partial tile is its length mod 16.
+inline gemm_description cublas_sm90_tf32_k16_description() {
+  gemm_description d = cublas_sm90_tf32_description();
+  d.name = "cublas_sm90_tf32_k16";
+  d.summary = "cuBLAS's cutlass_80 ..._16x6 kernels for fp32 under allow_tf32 (some split-K shapes): 16 of K a tile";
+  d.k_tile = 16;
+  return d;
+}
+
+// The same calls where cuBLAS runs its xmma kernels (sm90_xmma_gemm_f32f32_tf32f32,
+// wgmma k8, for larger products; sm80_xmma_gemm_f32f32_tf32f32 for some odd
+// shapes): the same operands and steps, the partial K tile last.
+inline gemm_description cublas_sm90_tf32_xmma_description() {
+  gemm_description d = cublas_sm90_tf32_description();
+  d.name = "cublas_sm90_tf32_xmma";
+  d.summary = "cuBLAS's xmma kernels for fp32 under allow_tf32 (larger products): operands rounded to tf32";
+  d.ragged_split_alignment = d.k_tile;
+  d.residue = k_residue::last_tile;
   return d;
 }
 
@@ -70,6 +114,17 @@ inline gemm_description triton_matmul_sm90_fp8_description() {
 
 // The same with 2 warps: the operands widened to fp16 (cvt.rn.f16x2.e4m3x2)
 // for mma.sync m16n8k16 .f16, K taken in pairs (kWidth 4) within each 32.
+// The same on fp32, tl.dot's default tf32 precision: wgmma k8 (4 or 8 warps)
+// or mma.sync m16n8k8 (2 warps), each operand read as tf32 from its register
+// (the upper 19 bits: Triton converts nothing), one chain over K.
+inline gemm_description triton_matmul_sm90_tf32_description() {
+  gemm_description d = cublas_sm90_tf32_xmma_description();
+  d.name = "triton_matmul_sm90_tf32";
+  d.summary = "Triton's tutorial matmul on fp32 (tl.dot's tf32): operands truncated to tf32, one chain over K";
+  d.operands = operand_rule::as_given;
+  return d;
+}
+
 inline gemm_description triton_matmul_sm90_fp8_two_warps_description() {
   gemm_description d = cublas_sm90_description();
   d.name = "triton_matmul_sm90_fp8_two_warps";
@@ -83,8 +138,10 @@ inline gemm_description triton_matmul_sm90_fp8_two_warps_description() {
 inline const std::vector<gemm_description>& gemm_presets() {
   static const std::vector<gemm_description> presets{
       cublas_sm90_description(),          cublas_sm90_fp8_description(),
-      cublas_sm90_fp8_fast_accum_description(), triton_matmul_sm90_description(),
-      triton_matmul_sm90_fp8_description(),     triton_matmul_sm90_fp8_two_warps_description()};
+      cublas_sm90_fp8_fast_accum_description(), cublas_sm90_tf32_description(),
+      cublas_sm90_tf32_k16_description(),       cublas_sm90_tf32_xmma_description(),      triton_matmul_sm90_description(),
+      triton_matmul_sm90_fp8_description(),     triton_matmul_sm90_fp8_two_warps_description(),
+      triton_matmul_sm90_tf32_description()};
   return presets;
 }
 
@@ -102,7 +159,9 @@ inline const gemm_description& find_gemm_preset(std::string_view name) {
 
 // The preset for inputs of this format when the user names none: cuBLAS's.
 inline const gemm_description& default_gemm_preset(format input) {
-  return find_gemm_preset(input == e4m3 || input == e5m2 ? "cublas_sm90_fp8" : "cublas_sm90");
+  return find_gemm_preset(input == e4m3 || input == e5m2 ? "cublas_sm90_fp8"
+                          : input == fp32                ? "cublas_sm90_tf32"
+                                                         : "cublas_sm90");
 }
 
 }  // namespace bitexact::matmul

@@ -244,17 +244,21 @@ std::string_view layout_name(matmul::scale_layout layout, bool of_a) {
 }
 
 // What the kernel did to the operands before the tensor core, as a phrase.
-std::string_view operands_phrase(matmul::operand_rule rule, bool fp32_inputs) {
-  if (rule == matmul::operand_rule::widened_to_fp16) return ", operands widened to fp16";
-  if (rule == matmul::operand_rule::rounded_to_tf32) return ", operands rounded to tf32 (to nearest even)";
-  return fp32_inputs ? ", operands read as tf32 (each register's upper 19 bits)" : "";
+std::string_view operands_phrase(matmul::operand_rule rule) {
+  switch (rule) {
+    case matmul::operand_rule::as_given: return "";
+    case matmul::operand_rule::widened_to_fp16: return ", operands widened to fp16";
+    case matmul::operand_rule::rounded_to_tf32: return ", operands rounded to tf32 (to nearest even)";
+    case matmul::operand_rule::truncated_to_tf32: return ", operands read as tf32 (each register's upper 19 bits)";
+  }
+  return "";
 }
 
 // The account of one output (matmul::explain_output), as text.
 template <format Out>
 void print_explanation(const matmul::gemm_description& d, const matmul::output_explanation<Out>& e) {
   std::printf("D[%zu, %zu] (row, col) by %s: %zu split%s of K%s%s\n", e.row, e.col, d.name.c_str(), e.splits.size(),
-              e.splits.size() == 1 ? "" : "s", std::string(operands_phrase(e.operands, e.fp32_inputs)).c_str(),
+              e.splits.size() == 1 ? "" : "s", std::string(operands_phrase(e.operands)).c_str(),
               e.reordered ? ", K in pairs mod 4 within each 32 (positions below are in that order)" : "");
   for (std::size_t s = 0; s < e.splits.size(); ++s) {
     const matmul::split_record& split = e.splits[s];

@@ -944,6 +944,13 @@ bitexact_cli_test(matmul_one_chain_misses_the_splits RC 1 ARGS matmul ${mm_split
 bitexact_cli_test(matmul_identify ARGS matmul ${mm_split}/a.npy ${mm_split}/b.npy --expect ${mm_split}/d.npy --identify
   CONTAINS "every bit of" "(256 elements), of 128 candidates (2 descriptions x split counts 1 to 64)" "cublas_sm90, --splits 2"
   "triton_matmul_sm90, --splits 2")
+set(mm_tf32 ${matmul_data}/fp32_tf32_96x200x2000_mixed)
+bitexact_cli_test(matmul_tf32_ragged_k ARGS matmul ${mm_tf32}/a.npy ${mm_tf32}/b.npy --in-format fp32 --splits 8
+  --expect ${mm_tf32}/d.npy CONTAINS "fp32 -> fp32, kernel cublas_sm90_tf32" "D: 256 elements compared, 0 mismatches")
+bitexact_cli_test(matmul_tf32_truncated_misses RC 1 ARGS matmul ${mm_tf32}/a.npy ${mm_tf32}/b.npy --in-format fp32
+  --splits 8 --preset triton_matmul_sm90_tf32 --expect ${mm_tf32}/d.npy CONTAINS "operands read as tf32")
+bitexact_cli_test(matmul_error_tf32_into_bf16 RC 2 ARGS matmul ${mm_tf32}/a.npy ${mm_tf32}/b.npy --in-format fp32
+  --out-format bf16 ONE_LINE_ERROR ERROR_CONTAINS "a fp32 product writes fp32, not bf16")
 set(mm_linear ${matmul_data}/bf16_linear_64x64x8192)
 bitexact_cli_test(matmul_bias_split_k ARGS matmul ${mm_linear}/a.npy ${mm_linear}/b.npy --bias ${mm_linear}/bias.npy
   --splits 6 --expect ${mm_linear}/d.npy CONTAINS ", bias -> bf16" "D: 64 elements compared, 0 mismatches")

@@ -188,7 +188,8 @@ TEST_CASE("matmul descriptions: every field changes the bits on some input, or t
       {"cublas_sm90_tf32", "k_tile", 16},                   // a split's partial tile first: 500 mod 16, not mod 32
       {"cublas_sm90_tf32", "k_residue", "last_tile"},
       {"cublas_sm90_tf32", "ragged_split_alignment", 32},
-      {"cublas_sm90_tf32", "operands", "as_given"},
+      {"cublas_sm90_tf32", "operands", "truncated_to_tf32"},
+      {"triton_matmul_sm90_tf32", "operands", "as_given", true},  // fp32 operands need a rule into tf32
       {"cublas_sm90", "splits", 3},
       {"cublas_sm90", "split_reduction", "pairwise", true},
       {"cublas_sm90", "promotion_k", 64},

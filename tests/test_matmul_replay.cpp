@@ -234,7 +234,7 @@ TEST_CASE("matmul replay: cuBLAS's fp32 products under allow_tf32 (matmul, linea
     ++cases, outputs += r.outputs, mismatches += r.mismatches;
     // The operands are rounded, not read as the register's upper 19 bits (Triton's tf32).
     matmul::gemm_description variant = d;
-    variant.operands = matmul::operand_rule::as_given;
+    variant.operands = matmul::operand_rule::truncated_to_tf32;
     truncated_misses += replay_any(c, variant).mismatches > 0;
     if (d.splits > 1 && c["K"].get<std::size_t>() % d.k_tile != 0) {  // the cut of a ragged K, and its partial tiles
       ++ragged;

@@ -1,6 +1,6 @@
 """bitexact.matmul and scaled_matmul against cuBLAS's products captured on an H200 (tests/data/matmul;
 provenance in tests/data/README.md): torch.matmul, F.linear and torch.addmm on bf16 and fp16, plain and
-split-K; torch._scaled_mm on fp8 with tensor, row and block scales."""
+split-K, and on fp32 under allow_tf32 (an H100); torch._scaled_mm on fp8 with tensor, row and block scales."""
 import json
 
 import numpy as np
@@ -36,6 +36,30 @@ def test_matmul_replays_cublas(data_dir, compared):
         compared(d.size)
         replayed += 1
     assert replayed == 30
+
+
+def test_matmul_replays_cublas_tf32(data_dir, compared):
+    """fp32 under allow_tf32 (captured on an H100): the preset by the kernel's family and K tile."""
+    replayed = 0
+    for case in captures(data_dir):
+        if not case.get("tf32"):
+            continue
+        kernel = case["kernels"][0][0]
+        preset = ("cublas_sm90_tf32_xmma" if "cutlass_80" not in kernel
+                  else "cublas_sm90_tf32_k16" if "_16x6_" in kernel else "cublas_sm90_tf32")
+        folder = data_dir / "matmul" / case["name"]
+        a, b, d = (np.load(folder / f"{x}.npy") for x in "abd")
+        extra = {}
+        if case["op"] == "linear":
+            extra["bias"] = np.load(folder / "bias.npy")
+        if case["op"] == "addmm":
+            extra.update(c=np.load(folder / "c.npy"), alpha=case["alpha"], beta=case["beta"])
+        splits = int(case["algorithm"].get("numSplitsK", 1))
+        model = bitexact.matmul(a, b, preset=preset, splits=splits, format="fp32", **extra)
+        np.testing.assert_array_equal(model, d.view(model.dtype), err_msg=case["name"])
+        compared(d.size)
+        replayed += 1
+    assert replayed == 16
 
 
 def test_matmul_threads_do_not_change_the_bits():

@@ -56,8 +56,7 @@ struct gemm_epilogue {
 
 // What the kernel does to its operands before its tensor core sees them.
 enum class operand_rule {
-  // The tensor core takes them as they are; an fp32 operand of a tf32 unit is
-  // the upper 19 bits of its register, the low 13 ignored (tf32_operand).
+  // The tensor core takes them as they are.
   as_given,
   // cvt.rn.f16x2.e4m3x2 / .e5m2x2 (exact) and a 16-bit tensor core: Triton's
   // tl.dot on fp8 with 2 warps (mma.sync m16n8k16 .f16, not the fp8 wgmma).
@@ -67,6 +66,10 @@ enum class operand_rule {
   // fp32_tf32_* cases, whose dropped bits hold ties: truncating them, or
   // rounding ties away, misses most outputs).
   rounded_to_tf32,
+  // fp32 as a tf32 unit reads it when the kernel converts nothing: each
+  // register's upper 19 bits, the low 13 ignored (tf32_operand): Triton's
+  // tl.dot on fp32 (tests/data/matmul_triton's fp32 cases).
+  truncated_to_tf32,
 };
 
 // The order in which the tensor core's steps take K.
@@ -124,8 +127,8 @@ inline std::size_t k_per_step(const gemm_description& d) {
 
 // Whether the description computes products of A in format a and B in b.
 inline bool takes(const gemm_description& d, format a, format b) {
-  if (a == fp32 || b == fp32 || d.operands == operand_rule::rounded_to_tf32)
-    return a == fp32 && b == fp32 && d.operands != operand_rule::widened_to_fp16 && d.tensor_core->takes(tf32);
+  const bool to_tf32 = d.operands == operand_rule::rounded_to_tf32 || d.operands == operand_rule::truncated_to_tf32;
+  if (a == fp32 || b == fp32 || to_tf32) return a == fp32 && b == fp32 && to_tf32 && d.tensor_core->takes(tf32);
   if (d.operands == operand_rule::widened_to_fp16)
     return (a == e4m3 || a == e5m2) && (b == e4m3 || b == e5m2) && d.tensor_core->takes(fp16);
   return d.tensor_core->takes(a) && d.tensor_core->takes(b);
@@ -155,8 +158,9 @@ inline void check_description(const gemm_description& d, std::string_view who = 
                           "multiples of promotion_k");
   if (d.operands == operand_rule::widened_to_fp16 && !d.tensor_core->takes(fp16))
     refuse("operands", "widened_to_fp16 needs a tensor core that takes fp16");
-  if (d.operands == operand_rule::rounded_to_tf32 && !d.tensor_core->takes(tf32))
-    refuse("operands", "rounded_to_tf32 needs a tensor core that takes tf32");
+  if ((d.operands == operand_rule::rounded_to_tf32 || d.operands == operand_rule::truncated_to_tf32) &&
+      !d.tensor_core->takes(tf32))
+    refuse("operands", "rounded_to_tf32 and truncated_to_tf32 need a tensor core that takes tf32");
   if (d.order == k_order::pairs_mod_4_in_32 &&
       (step != 16 || d.k_tile % 32 != 0 || d.ragged_split_alignment % 32 != 0 ||
        (d.promotion_k != 0 && d.promotion_k % 32 != 0)))

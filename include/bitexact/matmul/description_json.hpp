@@ -24,7 +24,8 @@ inline const description_json::table<alpha_beta_rule> alpha_beta_rules{{"fma_alp
                                                                        {"fma_beta", alpha_beta_rule::fma_beta}};
 inline const description_json::table<operand_rule> operand_rules{{"as_given", operand_rule::as_given},
                                                                  {"widened_to_fp16", operand_rule::widened_to_fp16},
-                                                                 {"rounded_to_tf32", operand_rule::rounded_to_tf32}};
+                                                                 {"rounded_to_tf32", operand_rule::rounded_to_tf32},
+                                                                 {"truncated_to_tf32", operand_rule::truncated_to_tf32}};
 inline const description_json::table<k_order> k_orders{{"ascending", k_order::ascending},
                                                        {"pairs_mod_4_in_32", k_order::pairs_mod_4_in_32}};
 inline const description_json::table<k_residue> k_residues{{"last_tile", k_residue::last_tile},

@@ -313,7 +313,7 @@ template <format To, format From>
 value<To> tensor_core_operand(value<From> v, operand_rule rule) {
   if constexpr (To == From) return v;
   else if constexpr (To == tf32 && From == fp32) {
-    if (rule == operand_rule::as_given) return tf32_operand(v.bits);
+    if (rule == operand_rule::truncated_to_tf32) return tf32_operand(v.bits);
     environment nearest_even;
     nearest_even.rounding = rounding_mode::nearest_even;
     return convert<tf32>(v, nearest_even).result;
@@ -378,7 +378,7 @@ template <format InA, format InB, format Out>
 std::vector<float32> sum_of(const gemm_description& d, const gemm_call<InA, InB, Out>& call) {
   const gemm_shape& s = call.shape;
   const fused_sum_unit& unit = d.tensor_core->unit;
-  const bool converted = d.operands != operand_rule::as_given || InA == fp32;
+  const bool converted = d.operands != operand_rule::as_given;
   // Tiles need every chain to start at a whole 16 of K.
   const bool tiles_allowed =
       d.residue == k_residue::last_tile && (s.k % d.k_tile == 0 || d.ragged_split_alignment % k_step == 0);
@@ -446,7 +446,6 @@ struct output_explanation {
   std::size_t row = 0, col = 0;
   bool blocks = false, reordered = false;
   operand_rule operands = operand_rule::as_given;
-  bool fp32_inputs = false;  // then operands says how they became tf32
   std::vector<split_record> splits;
   detail::epilogue_values epilogue;
   value<Out> out;
@@ -475,7 +474,6 @@ output_explanation<Out> explain_with(const gemm_description& d, const gemm_call<
   e.row = row, e.col = col;
   e.blocks = call.a_scales == scale_layout::block_1x128;
   e.operands = d.operands;
-  e.fp32_inputs = InA == fp32;
   e.reordered = d.order != k_order::ascending;
   const std::size_t step = k_per_step(d);
   float32 total;

@@ -121,7 +121,7 @@ inline gemm_description triton_matmul_sm90_tf32_description() {
   gemm_description d = cublas_sm90_tf32_xmma_description();
   d.name = "triton_matmul_sm90_tf32";
   d.summary = "Triton's tutorial matmul on fp32 (tl.dot's tf32): operands truncated to tf32, one chain over K";
-  d.operands = operand_rule::as_given;
+  d.operands = operand_rule::truncated_to_tf32;
   return d;
 }
 

@@ -12,9 +12,14 @@
 # optionally followed by clauses after " ; ": `lines 1-12,40-52,60` (only those
 # lines of stdout, "..." where lines are cut) and `exit N` (the expected exit
 # status, 0 unless given). The block is "$ " and the command, then the
-# output. Commands run in a scratch folder holding a copy of docs/ and links
+# output. The command is a line of POSIX shell, run by `sh -c` as a reader's
+# shell would run it (quotes, `printf '...\n' | bitexact eval bf16_add`), with
+# the programs this test knows first on the PATH; each command of a pipeline
+# must be one of them or a program found on the PATH, and one must be ours.
+# Commands run in a scratch folder holding a copy of docs/ and links
 # to tests/, data/ and examples/, so paths read as from the repository root; a file a
-# command writes under docs/ (a figure) must equal the checked-in one.
+# command writes under docs/ (a figure) must equal the checked-in one. A
+# fenced block with no language is taken for output and must have a marker.
 #
 # This file has two roles. Included from tests/CMakeLists.txt it registers a
 # test per page; run as
@@ -64,18 +69,43 @@ if(CMAKE_SCRIPT_MODE_FILE)
     file(CREATE_LINK "${SOURCE_DIR}/${linked}" "${SCRATCH}/${linked}" SYMBOLIC)
   endforeach()
 
+  # The programs the page names, as links in a folder put first on the PATH of its commands.
+  set(programs_dir "${SCRATCH}/.programs")
+  file(MAKE_DIRECTORY "${programs_dir}")
+  set(known_programs)
+  foreach(entry IN LISTS PROGRAMS)
+    if(NOT entry MATCHES "^([^=]+)=(.+)$")
+      message(FATAL_ERROR "docs.cmake: PROGRAMS entry '${entry}' is not name=path")
+    endif()
+    file(CREATE_LINK "${CMAKE_MATCH_2}" "${programs_dir}/${CMAKE_MATCH_1}" SYMBOLIC)
+    list(APPEND known_programs "${CMAKE_MATCH_1}")
+  endforeach()
+  set(ENV{PATH} "${programs_dir}:$ENV{PATH}")
+
   file(READ "${page_path}" page_text)
   lines_of("${page_text}" lines)
   list(LENGTH lines line_count)
   set(rewritten)
   set(failures "")
   set(blocks 0)
+  set(unmarked "")
+  set(in_other_block 0)  # inside a fenced block without a marker (code, a shell command to type)
   set(i 0)
   while(i LESS line_count)
     list(GET lines ${i} line)
     list(APPEND rewritten "${line}")
     math(EXPR i "${i} + 1")
-    if(NOT line MATCHES "^<!-- output of: (.*) -->$")
+    if(line MATCHES "^```")
+      # A block with no language is output: unless its marker says whose, nothing would check it.
+      if(NOT in_other_block AND line STREQUAL "```")
+        string(APPEND unmarked "${page_name}:${i}: a fenced block with no language and no '<!-- output of: ... -->' "
+                               "marker before it: output nobody checks (add the marker, or a language such as "
+                               "```text for what is not a command's output)\n")
+      endif()
+      math(EXPR in_other_block "1 - ${in_other_block}")
+      continue()
+    endif()
+    if(in_other_block OR NOT line MATCHES "^<!-- output of: (.*) -->$")
       continue()
     endif()
     decode("${CMAKE_MATCH_1}" spec)
@@ -94,16 +124,25 @@ if(CMAKE_SCRIPT_MODE_FILE)
         message(FATAL_ERROR "${page_name}:${marker_line}: unknown clause '${clause}' (expected 'lines A-B,C-D' or 'exit N')")
       endif()
     endforeach()
-    separate_arguments(words UNIX_COMMAND "${command}")
-    list(POP_FRONT words program)
-    set(program_path "")
-    foreach(entry IN LISTS PROGRAMS)
-      if(entry MATCHES "^${program}=(.*)$")
-        set(program_path "${CMAKE_MATCH_1}")
+    # Each command of the pipeline (split at " | ") names a known program or one on the PATH; one is ours.
+    string(REPLACE " | " ";" stages "${command}")
+    set(ours 0)
+    foreach(stage IN LISTS stages)
+      separate_arguments(words UNIX_COMMAND "${stage}")
+      list(GET words 0 program)
+      if(program IN_LIST known_programs)
+        set(ours 1)
+      else()
+        find_program(found_${program} "${program}" NO_CACHE)
+        if(NOT found_${program})
+          message(FATAL_ERROR "${page_name}:${marker_line}: '${program}' is neither a program this test knows "
+                              "(${known_programs}) nor one on the PATH")
+        endif()
       endif()
     endforeach()
-    if(program_path STREQUAL "")
-      message(FATAL_ERROR "${page_name}:${marker_line}: '${program}' is not a program this test knows (PROGRAMS: ${PROGRAMS})")
+    if(NOT ours)
+      message(FATAL_ERROR "${page_name}:${marker_line}: `${command}` runs none of the programs this test checks "
+                          "(${known_programs})")
     endif()
     # The fenced block after the marker.
     if(i GREATER_EQUAL line_count)
@@ -128,7 +167,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
       list(APPEND old_block "${block_line}")
     endwhile()
 
-    execute_process(COMMAND "${program_path}" ${words} WORKING_DIRECTORY "${SCRATCH}"
+    execute_process(COMMAND sh -c "${command}" WORKING_DIRECTORY "${SCRATCH}"
                     OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE status)
     if(NOT status STREQUAL expected_status)
       message(FATAL_ERROR "${page_name}:${marker_line}: `${command}` exited with ${status}, the page expects "
@@ -213,6 +252,10 @@ if(CMAKE_SCRIPT_MODE_FILE)
   if(blocks EQUAL 0)
     message(FATAL_ERROR "${page_name}: no '<!-- output of: ... -->' block: nothing was checked")
   endif()
+  if(NOT unmarked STREQUAL "")
+    message(NOTICE "${unmarked}")
+    message(FATAL_ERROR "${page_name}: output blocks without a marker (above)")
+  endif()
 
   # Figures the commands wrote under docs/.
   file(GLOB_RECURSE written RELATIVE "${SCRATCH}/docs" "${SCRATCH}/docs/*")
@@ -272,6 +315,7 @@ add_custom_target(update_docs)
 function(bitexact_docs_test page)
   cmake_parse_arguments(T "" "" "PROGRAMS" ${ARGN})
   get_filename_component(name "${page}" NAME_WE)
+  string(TOLOWER "${name}" name)
   string(REPLACE "-" "_" name "${name}")
   set(programs "bitexact=$<TARGET_FILE:bitexact_cli>")
   foreach(target IN LISTS T_PROGRAMS)
@@ -290,6 +334,7 @@ endfunction()
 if(TARGET fused_scale_kernel AND TARGET check_flash_head)
   bitexact_docs_test(docs/unit-testing-kernels.md PROGRAMS fused_scale_kernel check_flash_head)
 endif()
+bitexact_docs_test(README.md)
 bitexact_docs_test(docs/how-the-gpu-adds.md)
 bitexact_docs_test(docs/rounding-bias.md)
 bitexact_docs_test(docs/why-kernels-disagree.md)

@@ -11,8 +11,9 @@ same inputs:
   table view     the rows against `bitexact demo` (its residue and mode), and
                  each row's two traces against `bitexact trace add` and
                  `bitexact trace convert`, for several residues and modes
-  P̄V view        the report against `bitexact bias mechanism ...` and every
-                 event of the four curves against its --csv
+  P̄V view        the options and rounding it opens on, the report against
+                 `bitexact bias mechanism ...` and every event of the four
+                 curves against its --csv
 
 Exit status 0 when every case agrees (the counts are printed), 1 on a
 mismatch (the first few are shown), 77 when Chromium, chromedriver or
@@ -409,7 +410,32 @@ PV_FIELDS = {"--keys": "pv-keys", "--ties": "pv-ties", "--tie-positions": "pv-ti
              "--gap-min": "pv-gap-min", "--gap-max": "pv-gap-max", "--v-mean": "pv-v-mean", "--v-sd": "pv-v-sd",
              "--seed": "pv-seed", "--col": "pv-col"}
 PV_DEFAULTS = {"--keys": "1024", "--ties": "16", "--tie-positions": "", "--max": "8", "--gap-min": "8",
-               "--gap-max": "64", "--v-mean": "-2", "--v-sd": "0.5", "--seed": "1", "--col": "0"}
+               "--gap-max": "64", "--v-mean": "-2", "--v-sd": "0.5", "--seed": "5", "--col": "0"}
+
+
+def check_accumulation_opening(page, command, tally):
+    """The view as a reader first sees it: its fields hold PV_DEFAULTS, and the rounding box already shows the
+    addition of a key with P̄ = 1 in the paper's standard pass (the first that rounds), as `bitexact trace add`
+    traces the same two fp32 values: the running sum before the key and P̄ V = V."""
+    page.click_tab("pv")
+    page.wait_for("return document.getElementById('pv-view').dataset.state === 'done'", 60, "the P̄V view to open")
+    opening = {option: page.value(field) for option, field in PV_FIELDS.items()}
+    tally.compare("pv", "the options the view opens with", repr(opening), repr(PV_DEFAULTS))
+    opened = page.script("""const view = window.bitexactPage.accumulation, events = view.result.curves[0].events;
+        const selected = document.querySelectorAll('#pv-events tbody tr.selected');
+        const index = selected.length === 1 ? Number(selected[0].dataset.event) : -1;
+        return {curve: view.curveSelect.value, event: events[index], before: index > 0 ? events[index - 1] : null};""")
+    event = opened["event"]
+    if (opened["curve"] != "0" or not event or event["p_bar_is_one"] != 1 or event["jump"] == "0" or event["block"] != 0
+            or (opened["before"] and opened["before"]["block"] != 0)):
+        raise RuntimeError("the P̄V view opens without a rounding P̄ = 1 addition of the paper's first block selected: %r"
+                           % opened)
+    fp32 = lambda text: "fp32:0x%08X" % struct.unpack(">I", struct.pack(">f", float(text)))[0]
+    args = ["trace", "add", fp32(opened["before"]["value"] if opened["before"] else "0"), fp32(event["v"])]
+    status, stdout, stderr = command.run(*args)
+    if status != 0:
+        raise RuntimeError("bitexact %s failed: %s" % (" ".join(args), stderr))
+    tally.compare("pv", "the rounding the view opens on: bitexact " + " ".join(args), page.text("pv-trace"), stdout)
 
 
 def check_accumulation(page, command, tally, rows):
@@ -456,9 +482,8 @@ def take_screenshots(url, folder, width=1280):
         try:
             page.click_tab(view)
             if view == "pv":
+                # As it opens: the rounding of the paper's first P̄ = 1 addition that rounds already shown.
                 page.wait_for("return document.getElementById('pv-view').dataset.state === 'done'", 60, "the P̄V view")
-                # The trace of the kernel's largest jump, as a reader would click it.
-                page.script("window.bitexactPage.accumulation.selectNearest(2, 880)")
                 # The command's report folded (its summary line shows): the text of a terminal, and 2,000 px more.
                 page.script("document.querySelector('#pv-view details').open = false")
             size = None
@@ -515,6 +540,7 @@ def main():
                 check_table(page, command, tally, [(12, mode) for mode in MODES] + [(0, mode) for mode in MODES] +
                             [(9, "nearest_even"), (22, "nearest_even")])
                 print("table view: %.1f s" % (time.time() - started))
+                check_accumulation_opening(page, command, tally)
                 check_accumulation(page, command, tally, [
                     {},
                     {"--keys": "256", "--ties": "3", "--seed": "7", "--col": "5"},

@@ -57,6 +57,7 @@ std::string preset_of(const nlohmann::json& c) {
     return kernel.find("cutlass_80") == std::string::npos ? "cublas_sm90_tf32_xmma"
            : kernel.find("_16x6_") != std::string::npos   ? "cublas_sm90_tf32_k16"
                                                           : "cublas_sm90_tf32";
+  if (c["op"] == "torchao_blockwise") return "torchao_blockwise_fp8";
   if (c["op"] != "scaled_mm") return "cublas_sm90";
   return c["fast_accum"].get<bool>() ? "cublas_sm90_fp8_fast_accum" : "cublas_sm90_fp8";
 }
@@ -106,7 +107,7 @@ replayed replay(const nlohmann::json& c, const matmul::gemm_description& d) {
     call.alpha = from_host(c["alpha"].get<float>());
     call.beta = from_host(c["beta"].get<float>());
   }
-  if (c["op"] == "scaled_mm") {
+  if (c["op"] == "scaled_mm" || c["op"] == "torchao_blockwise") {
     scale_a = values_of<fp32>(npy::read(dir + "scale_a.npy"));
     scale_b = values_of<fp32>(npy::read(dir + "scale_b.npy"));
     call.scale_a = scale_a, call.scale_b = scale_b;
@@ -124,7 +125,7 @@ replayed replay(const nlohmann::json& c, const matmul::gemm_description& d) {
 }
 
 replayed replay_any(const nlohmann::json& c, const matmul::gemm_description& d) {
-  const bool fp8 = c["op"] == "scaled_mm";
+  const bool fp8 = c["op"] == "scaled_mm" || c["op"] == "torchao_blockwise";
   const format a = format_of(fp8 ? c["a_type"] : c["dtype"]), b = format_of(fp8 ? c["b_type"] : c["dtype"]),
                out = format_of(c["out_dtype"]);
   return matmul::visit_gemm_formats(a, b, out, [&](auto ta, auto tb, auto to) {
@@ -144,7 +145,7 @@ TEST_CASE("matmul replay: cuBLAS's bf16 and fp16 products (matmul, linear, addmm
   std::string skipped;
   const nlohmann::json captures = manifest();
   for (const nlohmann::json& c : captures["cases"]) {
-    if (c["op"] == "scaled_mm" || runs_tf32(c)) continue;
+    if (c["op"] == "scaled_mm" || c["op"] == "torchao_blockwise" || runs_tf32(c)) continue;
     if (!modelled(c)) {
       skipped += " " + c["name"].get<std::string>();
       continue;
@@ -257,4 +258,27 @@ TEST_CASE("matmul replay: cuBLAS's fp32 products under allow_tf32 (matmul, linea
   CHECK(ragged == 7);
   CHECK(k_tile_share_misses == 7);
   CHECK(residue_last_misses == 5);  // K of 3000 and 3004: their partial tiles are whole steps either way
+}
+
+TEST_CASE("matmul replay: torchao's blockwise fp8 training GEMMs (Triton; 1 x 128 with 128 x 128 and 1 x 128), bit for bit") {
+  std::size_t cases = 0, outputs = 0, mismatches = 0, square = 0, cublas_rule_misses = 0;
+  const nlohmann::json captures = manifest();
+  for (const nlohmann::json& c : captures["cases"]) {
+    if (c["op"] != "torchao_blockwise") continue;
+    const matmul::gemm_description d = description_of(c);
+    const replayed r = replay_any(c, d);
+    CHECK_MESSAGE(r.mismatches == 0, c["name"].get<std::string>() << ": " << r.mismatches << " of " << r.outputs);
+    ++cases, outputs += r.outputs, mismatches += r.mismatches;
+    if (c["scale_b"] == "block128x128") {  // cuBLAS's rule for these blocks, acc = fma(c, fl(sa sb), acc), misses
+      ++square;
+      cublas_rule_misses += replay_any(c, matmul::find_gemm_preset("cublas_sm90_fp8")).mismatches > 0;
+    }
+  }
+  MESSAGE(cases << " torchao cases, " << outputs << " outputs compared, " << mismatches << " mismatches; cuBLAS's "
+                << "128 x 128 rule misses outputs in " << cublas_rule_misses << " of the " << square << " such cases");
+  CHECK(cases == 8);
+  CHECK(outputs == 80640);
+  CHECK(mismatches == 0);
+  CHECK(square == 4);
+  CHECK(cublas_rule_misses == 4);
 }

@@ -7,11 +7,11 @@ matrix-product descriptions (issue 30).
 torchao is not installed on the device machine: carry its wheel (README of the device tool) and put it on
 the path first, then, from the repository root:
 
-    python3 cuda/capture/torchao_blockwise_capture.py OUTDIR
+    python3 cuda/capture/torchao_blockwise_capture.py OUTDIR     # TORCHAO_KERNELS=128x1: one kernel's cases
 
 Each case: e4m3 A [M, K] (row-major) and B [K, N] (column-major, as the kernels ask), scales drawn in
 [0.5, 1.5) for A's 1 x 128 blocks [M, K/128] and B's 128 x 128 blocks [K/128, N/128] (or 1 x 128 blocks
-[K/128, N] for the 128x1 kernel), passed column-major as the kernels assert; the product into fp32 or
+[K/128, N] for the 128x1 kernel), in the layouts the kernels assert; the product into fp32 or
 bf16, run twice (bits compared), with the autotuner's chosen configuration and the kernel's PTX facts.
 OUTDIR gets capture.tar.gz: manifest.json (tests/data/matmul's case fields: name, op
 "torchao_blockwise", M, N, K, seed, a_type, b_type, out_dtype, scale_a "block1x128", scale_b
@@ -47,7 +47,8 @@ def case(m, n, k, kind, out, dist):
                       kernel=kind))
 
 
-for kind in ("128x128", "128x1"):
+KINDS = os.environ.get("TORCHAO_KERNELS", "128x128,128x1").split(",")
+for kind in KINDS:
     case(256, 256, 1024, kind, "fp32", "fp8_mixed")
     case(128, 384, 2048, kind, "fp32", "fp8_normal")
     case(256, 128, 512, kind, "bf16", "fp8_mixed")
@@ -84,7 +85,9 @@ def run_case(c):
     sb_shape = (kb, n // 128) if c["kernel"] == "128x128" else (kb, n)
     sb = torch.from_numpy((0.5 + rng.random(sb_shape)).astype(np.float32))
     ga, gb = a.cuda(), bt.cuda().t()  # B [K, N] column-major
-    gsa, gsb = column_major(sa.cuda()), column_major(sb.cuda())
+    # The kernels assert their scales' layouts: A's column-major; B's column-major (128 x 128), row-major (128x1).
+    gsa = column_major(sa.cuda())
+    gsb = column_major(sb.cuda()) if c["kernel"] == "128x128" else sb.cuda().contiguous()
     fn = kernels.triton_fp8_gemm_1x128_128x128 if c["kernel"] == "128x128" else kernels.triton_fp8_gemm_1x128_128x1
     run = lambda: fn(ga, gb, gsa, gsb, block_size=128, out_dtype=OUT[c["out_dtype"]])  # noqa: E731
     d0 = run()

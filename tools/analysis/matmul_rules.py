@@ -260,6 +260,8 @@ def kernel_rule(case):
         return "splitk_bias" if "_bias" in main else "splitk"
     if "_bias" in main:
         return "chain16_bias"
+    if case["op"] == "torchao_blockwise":  # modelled in the library only (matmul/kernels.hpp)
+        return "torchao_blockwise"
     if case.get("tf32"):  # modelled in the library only (matmul/kernels.hpp: cublas_sm90_tf32, _xmma)
         return "tf32_cutlass" if "cutlass_80" in main else "tf32_xmma"
     if "wmma_tensorop" in main and "align1" in main:
@@ -583,13 +585,16 @@ def pack_case(capture, out, case, rng, lines, keep_whole_below=480_000):
     if size <= keep_whole_below:
         rows, cols = list(range(m)), list(range(n))
     else:
-        limit = min(16, max(4, 131072 // (2 * k)))  # about 256 KB of A and B rows
+        limit = min(16, max(4, 131072 // (2 * k)))  # about 256 KB of A and B rows (and every column of a
+        # 128 x 128 block-scaled B, whose scales cover columns 128 at a time)
         # Elements where a rejected alternative differs from the GPU come first, the rarest first.
         masks = [model(case, data, rule, variant) != data["d"] for variant in ALTERNATIVES.get(rule, [])[:3]]
         masks = sorted((mask for mask in masks if mask.any()), key=lambda mask: mask.sum())
         where = np.concatenate([np.argwhere(mask) for mask in masks]) if masks else np.zeros((0, 2), int)
         rows = pick(where[:, 0], m, limit, rng)
         cols = pick(where[np.isin(where[:, 0], rows)][:, 1], n, limit, rng)
+        if case.get("scale_b") == "block128x128":
+            cols = list(range(n))
     folder = os.path.join(out, case["name"])
     os.makedirs(folder, exist_ok=True)
     subset = {"a": data["a"][rows], "b": data["b"][:, cols], "d": data["d"][np.ix_(rows, cols)]}
@@ -600,7 +605,7 @@ def pack_case(capture, out, case, rng, lines, keep_whole_below=480_000):
     if "scale_a" in data:
         sa, sb = data["scale_a"], data["scale_b"]
         subset["scale_a"] = sa[rows] if sa.ndim == 2 else sa
-        subset["scale_b"] = sb[:, cols] if sb.ndim == 2 else sb
+        subset["scale_b"] = sb[:, cols] if sb.ndim == 2 and case.get("scale_b") != "block128x128" else sb
     entry = {key: case[key] for key in case if key not in ("kernels_second_run",)}
     entry.update(rows=rows if len(rows) < m else "all", cols=cols if len(cols) < n else "all", rule=rule)
     lines.append(f"case {case['name']} {m} {n} {k} {rule} rows={len(rows)} cols={len(cols)}")

@@ -91,6 +91,21 @@ inline gemm_description cublas_sm90_tf32_xmma_description() {
   return d;
 }
 
+// torchao 0.18's blockwise fp8 training GEMMs, Triton kernels on the fp8
+// wgmma: triton_fp8_gemm_1x128_128x128 and _128x1 (torchao.prototype.
+// blockwise_fp8_training.kernels) compute acc += tl.dot(a, b) * a_s * b_s
+// over each 128 of K: a chain from +0 a block, then fma(fl(c * sa), sb, acc)
+// (Triton contracts the multiply and the add: the PTX's mul.f32 and fma.rn.f32)
+// for 128 x 128 blocks of B as for 1 x 128 (tests/data/matmul's torchao_*
+// cases, an H100).
+inline gemm_description torchao_blockwise_fp8_description() {
+  gemm_description d = cublas_sm90_fp8_description();
+  d.name = "torchao_blockwise_fp8";
+  d.summary = "torchao's blockwise fp8 training GEMMs (Triton): a chain over each 128 of K, acc = fma(fl(c sa), sb, acc)";
+  d.epilogue.blocks_128x128 = block_scaling::scale_a_then_fma_with_b;
+  return d;
+}
+
 // Triton 3.6's tutorial matmul (03-matrix-multiplication: acc = tl.dot(a, b,
 // acc) over BLOCK_K blocks, one fp32 accumulator from +0, cast to the output
 // at the end) on sm_90 under torch 2.11, for bf16 and fp16: wgmma k16 (4 or 8
@@ -141,7 +156,7 @@ inline const std::vector<gemm_description>& gemm_presets() {
       cublas_sm90_fp8_fast_accum_description(), cublas_sm90_tf32_description(),
       cublas_sm90_tf32_k16_description(),       cublas_sm90_tf32_xmma_description(),      triton_matmul_sm90_description(),
       triton_matmul_sm90_fp8_description(),     triton_matmul_sm90_fp8_two_warps_description(),
-      triton_matmul_sm90_tf32_description()};
+      triton_matmul_sm90_tf32_description(),      torchao_blockwise_fp8_description()};
   return presets;
 }
 

@@ -4,12 +4,15 @@
 // description of the registry plus the Triton example's file on the same head
 // (their ratios to pytorch_sdpa_flash_sm90's single split are the cost of
 // describing a kernel as data). All use every core the host gives (the
-// emulator's slabs of 16 rows, the baseline's rows).
+// emulator's slabs of 16 rows, the baseline's rows); threads_speedup runs the
+// head on one thread and on every core in the same iterations, and reports
+// the ratio.
 #include <benchmark/benchmark.h>
 
 #include <bitexact/attention/flash_forward.hpp>
 #include <bitexact/attention/kernel_json.hpp>
 #include <bitexact/attention/kernels.hpp>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -70,6 +73,35 @@ void bm_description(benchmark::State& state, const kernel_description& descripti
   }
 }
 
+// The single kernel's head on one thread, then on every core, in each
+// iteration: the time is every core's, the counters both times and their
+// ratio (speedup); a result that differs in any bit between the two is an error.
+void bm_threads_speedup(benchmark::State& state) {
+  const attention_shape shape{1, 1, rows, rows, head_dim, false};
+  const flash_kernel kernel = pytorch_sdpa_flash_sm90(attention_shape{1, 4, rows, rows, head_dim, false});
+  std::vector<bfloat16> o_one(static_cast<std::size_t>(rows) * head_dim), o_all(o_one.size());
+  std::vector<float32> lse_one(rows), lse_all(rows);
+  ptx::mufu_tables::shared();
+  using clock = std::chrono::steady_clock;
+  double one_thread = 0, every_core = 0;
+  for (auto _ : state) {
+    const auto start = clock::now();
+    flash_forward_head(kernel, shape, inputs().q, inputs().k, inputs().v, o_one, lse_one, no_observer{}, 1);
+    const auto middle = clock::now();
+    flash_forward_head(kernel, shape, inputs().q, inputs().k, inputs().v, o_all, lse_all, no_observer{}, 0);
+    const auto end = clock::now();
+    one_thread += std::chrono::duration<double>(middle - start).count();
+    every_core += std::chrono::duration<double>(end - middle).count();
+    state.SetIterationTime(std::chrono::duration<double>(end - middle).count());
+    if (o_one != o_all || lse_one != lse_all) state.SkipWithError("one thread and every core gave other bits");
+  }
+  const auto iterations = static_cast<double>(state.iterations());
+  state.counters["cores"] = threads_or_cores(0);
+  state.counters["one_thread_ms"] = one_thread / iterations * 1e3;
+  state.counters["every_core_ms"] = every_core / iterations * 1e3;
+  state.counters["speedup"] = one_thread / every_core;
+}
+
 // softmax(Q K^T / sqrt(d)) V in host floats, row by row, rows across threads.
 void bm_fp32_loop(benchmark::State& state) {
   const auto& h = inputs();
@@ -110,6 +142,7 @@ void bm_fp32_loop(benchmark::State& state) {
 BENCHMARK(bm_fp32_loop)->Name("fp32_attention_loop/n4096_d128")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(bm_emulator, split_kv, false)->Name("pytorch_sdpa_flash_sm90/n4096_d128/split_kv")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(bm_emulator, single_split, true)->Name("pytorch_sdpa_flash_sm90/n4096_d128/single_split")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(bm_threads_speedup)->Name("pytorch_sdpa_flash_sm90/n4096_d128/threads_speedup")->Unit(benchmark::kMillisecond)->UseManualTime();
 
 int main(int argc, char** argv) {
   std::vector<kernel_description> descriptions;

@@ -59,36 +59,12 @@ int backward_pass(const attention_options& options) {
   if (!options.expect_dk.empty()) expected_dk = read_like(options.expect_dk, "dK", p.k, "K");
   if (!options.expect_dv.empty()) expected_dv = read_like(options.expect_dv, "dV", p.k, "K");
   if (!options.expect_delta.empty()) expected_delta = read_rows(p, options.expect_delta, "delta");
-  if (o.empty() || lse.empty()) {  // the forward pass the backward follows, as the preset computes it
-    const attention_result forward = compute(p);
-    if (o.empty()) o = forward.bits.o;
-    if (lse.empty()) lse = forward.bits.lse;
-  }
   attention::flash_backward_kernel kernel;
   try {
     kernel = attention::backward_kernel(p.call);
   } catch (const std::invalid_argument& error) {
     fail(printable(options.q_path) + ": " + error.what());
   }
-  const std::size_t heads = p.head_count(), rows = p.q.rows, keys = p.k.rows, d = p.q.head_dim;
-  std::vector<bfloat16> dq(heads * rows * d), dk(heads * keys * d), dv(heads * keys * d);
-  std::vector<float32> delta(heads * rows);
-  for (std::size_t h = 0; h < heads; ++h) {
-    const auto head = [h](const std::vector<bfloat16>& x, std::size_t n) {
-      return std::span<const bfloat16>(x).subspan(h * n, n);
-    };
-    const attention::backward_gradients g = attention::flash_backward_head(
-        kernel, p.call.head, head(p.q.values, rows * d), head(p.k.values, keys * d), head(p.v.values, keys * d),
-        head(o, rows * d), std::span<const float32>(lse).subspan(h * rows, rows), head(d_o.values, rows * d));
-    std::copy(g.dq.begin(), g.dq.end(), dq.begin() + static_cast<std::ptrdiff_t>(h * rows * d));
-    std::copy(g.dk.begin(), g.dk.end(), dk.begin() + static_cast<std::ptrdiff_t>(h * keys * d));
-    std::copy(g.dv.begin(), g.dv.end(), dv.begin() + static_cast<std::ptrdiff_t>(h * keys * d));
-    std::copy(g.delta.begin(), g.delta.end(), delta.begin() + static_cast<std::ptrdiff_t>(h * rows));
-  }
-  write_values(options.out_dq, p.q.file_shape, dq);
-  write_values(options.out_dk, p.k.file_shape, dk);
-  write_values(options.out_dv, p.k.file_shape, dv);
-  write_values(options.out_delta, lse_shape(p), delta);
   const attention_shape& call = p.call.launch;
   std::printf("attention backward: Q and dO %s, K and V %s, %s, scale %s\n", shape_text(p.q.file_shape).c_str(),
               shape_text(p.k.file_shape).c_str(), options.call.shape.causal ? "causal" : "not causal",
@@ -101,6 +77,26 @@ int backward_pass(const attention_options& options) {
               kernel.dq_splits, kernel.dq_splits == 1 ? "" : "s", call.batch, call.heads,
               options.call.batch_heads ? ", from --batch-heads" : "", std::string(options.call.device.name).c_str(),
               options.call.device.sm_count);
+  std::fflush(stdout);  // the summary shows at once, piped too, before what may take minutes
+  if (o.empty() || lse.empty()) {  // the forward pass the backward follows, as the preset computes it
+    const attention_result forward = compute(p);
+    if (o.empty()) o = forward.bits.o;
+    if (lse.empty()) lse = forward.bits.lse;
+  }
+  const std::size_t heads = p.head_count(), rows = p.q.rows, keys = p.k.rows, d = p.q.head_dim;
+  std::vector<bfloat16> dq(heads * rows * d), dk(heads * keys * d), dv(heads * keys * d);
+  std::vector<float32> delta(heads * rows);
+  try {
+    progress_line progress("backward", "key rows", heads * keys);
+    attention::backward(p.call, kernel, p.q.values, p.k.values, p.v.values, o, lse, d_o.values, {dq, dk, dv, delta},
+                        [&progress](int done) { progress.add(static_cast<std::uint64_t>(done)); });
+  } catch (const std::exception& e) {
+    fail("attention: " + printable(e.what()));
+  }
+  write_values(options.out_dq, p.q.file_shape, dq);
+  write_values(options.out_dk, p.k.file_shape, dk);
+  write_values(options.out_dv, p.k.file_shape, dv);
+  write_values(options.out_delta, lse_shape(p), delta);
   std::uint64_t mismatches = 0;
   const auto check = [&](std::string_view name, const auto& model, const auto& expected, std::size_t n_rows,
                          std::size_t row_length, bool key_rows) {

@@ -17,6 +17,7 @@ constexpr std::string_view attention_help =
     "usage: bitexact attention Q.npy K.npy V.npy [--preset NAME | --kernel FILE.json] [--causal]\n"
     "           [--gpu NAME] [--scale X] [--splits N] [--batch-heads B,H] [--beta B] [--eps E]\n"
     "           [--out-o FILE] [--out-lse FILE] [--expect-o FILE] [--expect-lse FILE] [--explain INDEX]\n"
+    "           [--threads N]\n"
     "\n"
     "PyTorch's flash-attention forward pass (scaled_dot_product_attention, flash backend),\n"
     "computed bit for bit from the hardware models: O = softmax(Q K^T * scale) V in bf16,\n"
@@ -39,11 +40,13 @@ constexpr std::string_view attention_help =
     "  (--explain and the explanation of a first mismatch trace FA2's arithmetic: the\n"
     "  pytorch_sdpa_flash_sm90 presets and descriptions with the same arithmetic)\n"
     "\n"
-    "Prints the shapes, the preset, the split count and the tiles; with --expect-o or\n"
-    "--expect-lse, the elements compared and the mismatches, and for the first mismatch of\n"
-    "each its index, both values (bits and decimal) and the K/V blocks and splits of its row;\n"
-    "for a mismatch in O also the element's computation as --explain shows it, and which\n"
-    "float32 values before the final conversion would have given the file's bf16 value.\n"
+    "Prints the shapes, the preset, the split count and the tiles first, before computing;\n"
+    "then with --expect-o or --expect-lse the elements compared and the mismatches, and for\n"
+    "the first mismatch of each its index, both values (bits and decimal) and the K/V blocks\n"
+    "and splits of its row; for a mismatch in O also the element's computation as --explain\n"
+    "shows it, and which float32 values before the final conversion would have given the\n"
+    "file's bf16 value. While it computes, stderr shows the rows done, the rate and the time\n"
+    "left when it is a terminal (nothing when it is piped or redirected).\n"
     "\n"
     "The exponentials and logarithms are MUFU table lookups: the command needs the tables\n"
     "mufu_ex2.bxt, mufu_rcp.bxt and mufu_lg2.bxt from the data folder (the source tree's\n"
@@ -201,6 +204,13 @@ std::vector<option> option_table(attention_options& o) {
        "sums, the element after each block) and every rounding of the\n"
        "element in order, the largest and the last in full",
        file(o.explain)},
+      {"--threads", "N",
+       "threads to compute on, the forward's and the backward's (default 0:\n"
+       "one per core; the bits are the same for any count)",
+       [&](std::string_view n) {
+         o.call.threads = parse_integer(n, 0, attention::max_threads,
+                                        fmt::format("an integer from 0 to {}", attention::max_threads));
+       }},
       {"--backward", "DO",
        "the backward pass instead (PyTorch's flash backward on sm_90, under\n"
        "torch.use_deterministic_algorithms(True)): DO is dL/dO, shaped\n"

@@ -126,7 +126,6 @@ int compare_kernels(const attention_options& options) {
     attention_options one = options;
     one.call.model = options.compare[side];
     problems[side] = read_problem(one);
-    out[side] = compute(problems[side]).bits;
   }
   const attention_problem& p = problems[0];
   std::printf("attention: Q %s, K and V %s, %s\n", shape_text(p.q.file_shape).c_str(), shape_text(p.k.file_shape).c_str(),
@@ -135,6 +134,8 @@ int compare_kernels(const attention_options& options) {
     std::printf("%s %s: tiles %d rows x %d keys, %d split%s\n", side == 0 ? "A" : "B",
                 problems[side].options.call.model.name().c_str(), problems[side].kernel().block_m, problems[side].kernel().block_n,
                 problems[side].kernel().splits, problems[side].kernel().splits == 1 ? "" : "s");
+  std::fflush(stdout);  // the summary shows at once, piped too, before what may take minutes
+  for (std::size_t side = 0; side < 2; ++side) out[side] = compute(problems[side]).bits;
   print_differences("O", "bf16", out[0].o, out[1].o);
   const bool same_lse_units = problems[0].kernel().lse_natural_units == problems[1].kernel().lse_natural_units;
   if (same_lse_units) print_differences("L", "fp32", out[0].lse, out[1].lse);

@@ -54,29 +54,31 @@ attention_problem read_problem(const attention_options& options) {
     fail(printable(options.q_path) + ": " + error.what());
   }
   if (!options.explain.empty()) p.explain = parse_element_index(options.explain, p.q, p.four_d);
-  return p;
-}
-
-// Every head of the files, as the call's model computes them.
-attention_result compute(const attention_problem& p) {
   if (p.call.kernel) {
     try {
-      ptx::mufu_tables::shared();  // loaded once, here, so that a missing table is one error, not one per thread
+      ptx::mufu_tables::shared();  // loaded once, here, so that a missing table is one error before any output
     } catch (const mufu_data_error& error) {
       std::string message = error.what();
       if (message.rfind("bitexact: ", 0) == 0) message.erase(0, 10);
       fail(printable(message));
     }
   }
+  return p;
+}
+
+// Every head of the files, as the call's model computes them.
+attention_result compute(const attention_problem& p) {
   const std::size_t heads = p.head_count(), rows = p.q.rows, d = p.q.head_dim;
   attention_result result;
   try {
+    progress_line progress(p.options.call.model.name(), "rows", heads * rows);
+    const attention::rows_done told = [&progress](int done) { progress.add(static_cast<std::uint64_t>(done)); };
     if (p.call.fp64()) {
       result.o.resize(heads * rows * d), result.lse.resize(heads * rows);
-      attention::forward_fp64(p.call, p.q.values, p.k.values, p.v.values, result.o, result.lse);
+      attention::forward_fp64(p.call, p.q.values, p.k.values, p.v.values, result.o, result.lse, told);
     } else {
       result.bits.o.resize(heads * rows * d), result.bits.lse.resize(heads * rows);
-      attention::forward(p.call, p.q.values, p.k.values, p.v.values, result.bits.o, result.bits.lse);
+      attention::forward(p.call, p.q.values, p.k.values, p.v.values, result.bits.o, result.bits.lse, told);
     }
   } catch (const std::exception& e) {
     fail("attention: " + printable(e.what()));
@@ -168,10 +170,11 @@ std::pair<std::uint64_t, std::size_t> compare(const attention_problem& p, std::s
 int forward_pass(const attention_options& options) {
   const attention_problem problem = read_problem(options);
   const expectations expected = read_expectations(problem);
+  print_summary(problem);
+  std::fflush(stdout);  // the summary shows at once, piped too, before what may take minutes
   const attention_result computed = compute(problem);
   const attention::attention_output& result = computed.bits;
   write_outputs(problem, computed);
-  print_summary(problem);
   std::uint64_t mismatches = 0;
   std::optional<element_index> first_o_mismatch;
   if (expected.o) {

@@ -1,15 +1,17 @@
 // What every subcommand of `bitexact` shares: the one-line error that exits
 // with status 2, the command table, options declared in tables and read by
-// one parser, the parsers of their values, and the options that set the
-// rounding environment.
+// one parser, the parsers of their values, the options that set the
+// rounding environment, and the progress line of a long computation.
 #pragma once
 
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -116,6 +118,27 @@ double parse_decimal(std::string_view text, std::string_view expected, double le
 
 // "a,b,c" as its items (an empty text is one empty item).
 std::vector<std::string_view> split_list(std::string_view text, char separator = ',');
+
+// How far a long computation has come, on stderr, and only when stderr is a terminal: piped output gets
+// nothing extra. "bitexact: NAME: 1024 of 65536 rows (1.6%), 85 rows/s, about 12m 40s left", written once
+// a second has passed, rewritten in place at most twice a second, and erased when the object goes.
+// add() takes calls from several threads at once.
+class progress_line {
+ public:
+  progress_line(std::string name, std::string unit, std::uint64_t total);
+  ~progress_line();
+  progress_line(const progress_line&) = delete;
+  progress_line& operator=(const progress_line&) = delete;
+  void add(std::uint64_t done);
+
+ private:
+  std::string name_, unit_;
+  std::uint64_t total_, done_ = 0;
+  bool terminal_;
+  std::size_t shown_ = 0;  // the width of the line on the terminal, 0 when none is
+  std::chrono::steady_clock::time_point start_, next_;
+  std::mutex lock_;
+};
 
 // --output STYLE, as every command that renders a trace takes it.
 option output_option(output_style& style);

@@ -54,6 +54,9 @@ if(CMAKE_SCRIPT_MODE_FILE)
       endif()
     endforeach()
   endif()
+  if(QUIET_STDERR AND NOT err STREQUAL "")  # piped, the command adds nothing (no progress line)
+    message(FATAL_ERROR "stderr is not empty\n${shown}")
+  endif()
   if(ONE_LINE_ERROR)
     if(NOT err MATCHES "^bitexact: error: [^\n]+\n$")
       message(FATAL_ERROR "stderr is not one 'bitexact: error:' line\n${shown}")
@@ -73,9 +76,9 @@ set(BITEXACT_CLI_DRIVER ${CMAKE_CURRENT_LIST_FILE})
 set(BITEXACT_CLI_DATA ${CMAKE_CURRENT_BINARY_DIR}/cli)
 
 # bitexact_cli_test(name ARGS a b ... [RC n] [INPUT file] [OUTPUT_FILE file] [EXPECT file]
-#                   [CONTAINS s ...] [CONTAINS_WORDS w ...] [ERROR_CONTAINS s ...] [ONE_LINE_ERROR])
+#                   [CONTAINS s ...] [CONTAINS_WORDS w ...] [ERROR_CONTAINS s ...] [ONE_LINE_ERROR] [QUIET_STDERR])
 function(bitexact_cli_test name)
-  cmake_parse_arguments(T "ONE_LINE_ERROR" "RC;INPUT;OUTPUT_FILE;EXPECT" "ARGS;CONTAINS;CONTAINS_WORDS;ERROR_CONTAINS"
+  cmake_parse_arguments(T "ONE_LINE_ERROR;QUIET_STDERR" "RC;INPUT;OUTPUT_FILE;EXPECT" "ARGS;CONTAINS;CONTAINS_WORDS;ERROR_CONTAINS"
                         ${ARGN})
   if(NOT DEFINED T_RC)
     set(T_RC 0)
@@ -105,6 +108,9 @@ function(bitexact_cli_test name)
   endif()
   if(T_ONE_LINE_ERROR)
     list(APPEND definitions -DONE_LINE_ERROR=ON)
+  endif()
+  if(T_QUIET_STDERR)
+    list(APPEND definitions -DQUIET_STDERR=ON)
   endif()
   add_test(NAME cli_${name} COMMAND ${CMAKE_COMMAND} ${definitions} -P ${BITEXACT_CLI_DRIVER})
 endfunction()
@@ -496,6 +502,20 @@ bitexact_cli_test(attention_gpu_decides_split_count RC 1 ARGS attention ${n1000}
   CONTAINS "2 splits (the heuristic's for B 1, H 4, from --batch-heads), tiles 64 rows x 256 keys")
 bitexact_cli_test(attention_gpu_h200_is_the_captures ARGS attention ${n1000}/q.npy ${n1000}/k.npy ${n1000}/v.npy
   --batch-heads 1,4 --gpu h200 --expect-o ${n1000}/o.npy CONTAINS "O: 64000 elements compared, 0 mismatches")
+# --threads: the split kernel's capture on 3 threads and on 1, and 2 heads on 3 threads; the same bits, and
+# piped, nothing on stderr (the progress line is a terminal's only).
+bitexact_cli_test(attention_threads_agree ARGS attention ${n1000}/q.npy ${n1000}/k.npy ${n1000}/v.npy
+  --batch-heads 1,4 --threads 3 --expect-o ${n1000}/o.npy --expect-lse ${n1000}/lse.npy QUIET_STDERR
+  CONTAINS "O: 64000 elements compared, 0 mismatches\nL: 1000 elements compared, 0 mismatches\n")
+bitexact_cli_test(attention_one_thread_agrees ARGS attention ${n1000}/q.npy ${n1000}/k.npy ${n1000}/v.npy
+  --batch-heads 1,4 --threads=1 --expect-o ${n1000}/o.npy --expect-lse ${n1000}/lse.npy QUIET_STDERR
+  CONTAINS "O: 64000 elements compared, 0 mismatches\nL: 1000 elements compared, 0 mismatches\n")
+bitexact_cli_test(attention_threads_agree_heads ARGS attention ${attention_small}/attention_b1h2_q.npy
+  ${attention_small}/attention_b1h2_k.npy ${attention_small}/attention_b1h2_v.npy --causal --threads 3
+  --expect-o ${attention_small}/attention_b1h2_o.npy --expect-lse ${attention_small}/attention_b1h2_lse.npy
+  QUIET_STDERR CONTAINS "O: 2176 elements compared, 0 mismatches\nL: 34 elements compared, 0 mismatches\n")
+bitexact_cli_test(attention_error_threads RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy --threads -1
+  ONE_LINE_ERROR ERROR_CONTAINS "attention: --threads expects an integer from 0 to 1024, not '-1'")
 bitexact_cli_test(attention_error_unknown_gpu RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy --gpu a100
   ONE_LINE_ERROR ERROR_CONTAINS "--gpu: unknown GPU 'a100'; the GPUs are: h100_sxm, h100_pcie, h200")
 bitexact_cli_test(attention_help_lists_gpus ARGS attention --help CONTAINS "--gpu NAME"
@@ -898,6 +918,12 @@ bitexact_cli_test(attention_backward_ties ARGS attention ${bwd}/q.npy ${bwd}/k.n
   --expect-dq ${bwd}/dq.npy --expect-dk ${bwd}/dk.npy --expect-dv ${bwd}/dv.npy
   CONTAINS "tiles 64 query rows x 128 keys; O and L from the files; dQ in the deterministic order, 33 buffers"
   "dQ: 65536 elements compared, 0 mismatches" "dK: 65536 elements compared, 0 mismatches"
+  "dV: 65536 elements compared, 0 mismatches")
+# The same on one thread: the key blocks of each dQ buffer in order, whatever the count.
+bitexact_cli_test(attention_backward_one_thread ARGS attention ${bwd}/q.npy ${bwd}/k.npy ${bwd}/v.npy --causal
+  --batch-heads 1,4 --backward ${bwd}/do.npy --forward-o ${bwd}/o.npy --forward-lse ${bwd}/lse.npy
+  --expect-dq ${bwd}/dq.npy --expect-dk ${bwd}/dk.npy --expect-dv ${bwd}/dv.npy --threads 1 QUIET_STDERR
+  CONTAINS "dQ: 65536 elements compared, 0 mismatches" "dK: 65536 elements compared, 0 mismatches"
   "dV: 65536 elements compared, 0 mismatches")
 # O and L computed by the forward preset: the same gradients.
 bitexact_cli_test(attention_backward_forward_computed ARGS attention ${bwd}/q.npy ${bwd}/k.npy ${bwd}/v.npy --causal

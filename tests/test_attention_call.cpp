@@ -3,7 +3,9 @@
 // option changes, and the refusals, each naming its option.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <set>
 #include <string>
@@ -187,6 +189,105 @@ TEST_CASE("call: numbers outside what the model reads are refused, naming the op
   CHECK(refused_for(call) == call_option::eps);
   call.epsilon = from_host(0.0f);
   CHECK_FALSE(refused_for(call));
+  for (const int threads : {-1, max_threads + 1}) {
+    call.threads = threads;
+    CHECK(refused_for(call) == call_option::threads);
+  }
+  call.threads = max_threads;
+  CHECK_FALSE(refused_for(call));
+}
+
+namespace {
+
+// Every output of a forward call on `threads` threads, as bit patterns: O and
+// L, or paper_reference_fp64's doubles.
+std::vector<std::uint64_t> forward_bits(attention_call call, int threads) {
+  call.threads = threads;
+  const resolved_call r = resolve_call(call);
+  const std::size_t heads = r.head_count(), rows = static_cast<std::size_t>(call.shape.query_rows);
+  const std::size_t d = static_cast<std::size_t>(call.shape.head_dim);
+  const std::size_t kv = heads * static_cast<std::size_t>(call.shape.key_rows) * d;
+  const std::vector<bfloat16> q = ramp(heads * rows * d, 1), k = ramp(kv, 2), v = ramp(kv, 3);
+  std::vector<std::uint64_t> bits;
+  if (r.fp64()) {
+    std::vector<double> o(q.size()), lse(heads * rows);
+    forward_fp64(r, q, k, v, o, lse);
+    for (const double x : o) bits.push_back(std::bit_cast<std::uint64_t>(x));
+    for (const double x : lse) bits.push_back(std::bit_cast<std::uint64_t>(x));
+    return bits;
+  }
+  std::vector<bfloat16> o(q.size());
+  std::vector<float32> lse(heads * rows);
+  forward(r, q, k, v, o, lse);
+  for (const bfloat16 x : o) bits.push_back(x.bits);
+  for (const float32 x : lse) bits.push_back(x.bits);
+  return bits;
+}
+
+// dQ, dK, dV and delta of the flash backward on `threads` threads, as bit patterns.
+std::vector<std::uint64_t> backward_bits(attention_call call, int threads) {
+  call.threads = threads;
+  const resolved_call r = resolve_call(call);
+  const std::size_t heads = r.head_count(), rows = static_cast<std::size_t>(call.shape.query_rows);
+  const std::size_t d = static_cast<std::size_t>(call.shape.head_dim);
+  const std::size_t kv = heads * static_cast<std::size_t>(call.shape.key_rows) * d;
+  const std::vector<bfloat16> q = ramp(heads * rows * d, 1), k = ramp(kv, 2), v = ramp(kv, 3), d_o = ramp(q.size(), 4);
+  std::vector<bfloat16> o(q.size()), dq(q.size()), dk(kv), dv(kv);
+  std::vector<float32> lse(heads * rows), delta(heads * rows);
+  forward(r, q, k, v, o, lse);
+  backward(r, backward_kernel(r), q, k, v, o, lse, d_o, {dq, dk, dv, delta});
+  std::vector<std::uint64_t> bits;
+  for (const auto* x : {&dq, &dk, &dv})
+    for (const bfloat16 y : *x) bits.push_back(y.bits);
+  for (const float32 x : delta) bits.push_back(x.bits);
+  return bits;
+}
+
+// One head of 200 rows (13 slabs of 16, split among the threads) and a causal
+// call of 3 heads of 130 rows (the heads split among them; FlexAttention's
+// description takes 128 rows or more).
+std::vector<attention_call> thread_test_calls(const model_choice& model) {
+  attention_call one_head = call_of(1, 200), three_heads = call_of(3, 130);
+  three_heads.shape.causal = true;
+  one_head.model = three_heads.model = model;
+  return {one_head, three_heads};
+}
+
+}  // namespace
+
+TEST_CASE("threads: every preset's O and L are the same bits on 2, 3 threads and one per core as on 1 "
+          "(1,035,450 elements compared)") {
+  std::size_t compared = 0;
+  for (const preset& p : presets())
+    for (const attention_call& call : thread_test_calls(model_choice(p))) {
+      const std::vector<std::uint64_t> one_thread = forward_bits(call, 1);
+      for (const int threads : {2, 3, 0}) {
+        CAPTURE(p.name);
+        CAPTURE(threads);
+        CHECK(forward_bits(call, threads) == one_thread);
+        compared += one_thread.size();
+      }
+    }
+  CHECK(compared == 1'035'450);
+}
+
+TEST_CASE("threads: the flash backward's dQ, dK, dV and delta are the same bits on 2, 3 threads and one per core as "
+          "on 1 (526,890 elements compared)") {
+  // One head of 520 keys of a call of 66 heads: 5 key blocks dealt to 2 dQ buffers, each buffer's blocks in
+  // ascending order whichever thread takes it; and the three causal heads, split among the threads.
+  attention_call two_buffers = call_of(1, 520);
+  two_buffers.batch_heads = std::pair{1, 66};
+  CHECK(backward_kernel(resolve_call(two_buffers)).dq_splits == 2);
+  std::size_t compared = 0;
+  for (const attention_call& call : {two_buffers, thread_test_calls(model_choice())[1]}) {
+    const std::vector<std::uint64_t> one_thread = backward_bits(call, 1);
+    for (const int threads : {2, 3, 0}) {
+      CAPTURE(threads);
+      CHECK(backward_bits(call, threads) == one_thread);
+      compared += one_thread.size();
+    }
+  }
+  CHECK(compared == 526'890);
 }
 
 TEST_CASE("call: a refusal spells its option as the front end passes it") {

@@ -66,6 +66,7 @@ _OPTION_KINDS = {
     "beta": ("a number", (int, float, np.integer, np.floating)),
     "eps": ("a number", (int, float, np.integer, np.floating)),
     "splits": ("an integer", (int, np.integer)),
+    "threads": ("an integer (0 for one thread per core)", (int, np.integer)),
     "gpu": ("a GPU name (str)", (str,)),
     "preset": ("a preset name (str)", (str,)),
     "style": ("a style name (str): text, markdown, latex or json", (str,)),
@@ -792,7 +793,7 @@ def _attention_operands(q, k, v):
 
 
 def attention(q, k, v, *, preset=None, kernel=None, causal=False, scale=None, splits=None, gpu=None,
-              batch_heads=None, beta=None, eps=None, autocast=True):
+              batch_heads=None, beta=None, eps=None, autocast=True, threads=0):
     """The flash-attention forward pass as a preset or a kernel description computes it; (o, lse).
 
     q [B, H, N, d], k and v [B, H, N_k, d] (or one head, [N, d]) of bf16 bits. o has q's
@@ -812,10 +813,11 @@ def attention(q, k, v, *, preset=None, kernel=None, causal=False, scale=None, sp
     (the heuristic counts the whole call). beta, eps: the stabilized rule's (default the
     kernel's own: 2 and 1e-3 for the stabilized presets; other models raise ValueError);
     autocast: the paper presets under torch.autocast (True) or not (False; other models
-    raise ValueError).
+    raise ValueError). threads: how many threads compute the heads and their rows (0, the
+    default, one per core; the bits do not depend on it).
     """
     _check_options("attention", preset=preset, causal=causal, scale=scale, splits=splits, gpu=gpu, beta=beta, eps=eps,
-                   autocast=autocast)
+                   autocast=autocast, threads=threads)
     kernel = _kernel_text(kernel)
     q, k, v = _attention_operands(q, k, v)
     n, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
@@ -823,11 +825,11 @@ def attention(q, k, v, *, preset=None, kernel=None, causal=False, scale=None, sp
     flat = [np.ascontiguousarray(x).reshape(-1) for x in (q, k, v)]
     o, lse = _bitexact._attention(*flat, batch, heads, n, n_k, d, causal, scale, splits, gpu,
                                   None if batch_heads is None else tuple(batch_heads), preset, kernel, beta, eps,
-                                  autocast)
+                                  autocast, int(threads))
     return o.reshape(q.shape), lse.reshape(q.shape[:-1])
 
 
-def attention_backward(q, k, v, o, lse, d_o, *, causal=False, scale=None, batch_heads=None, gpu=None):
+def attention_backward(q, k, v, o, lse, d_o, *, causal=False, scale=None, batch_heads=None, gpu=None, threads=0):
     """PyTorch's flash-attention backward pass as the H100 runs it (torch 2.11's FA2 kernels,
     under torch.use_deterministic_algorithms(True)), bit for bit: a dict of dq, dk, dv (bf16
     bits, shaped like q, k, v) and delta = rowsum(dO * O) (fp32 bits, shaped like lse).
@@ -838,8 +840,9 @@ def attention_backward(q, k, v, o, lse, d_o, *, causal=False, scale=None, batch_
     bottom-right aligned. scale: the softmax scale (default 1/sqrt(d)). dQ's additions are
     dealt to ceil(SMs / (B H)) buffers, the SMs of gpu (a name of GPUS, default h100_sxm), B and
     H those of the call the heads came from (batch_heads=(B, H); default the arrays' own).
+    threads: as attention()'s (0, the default, one per core; the bits do not depend on it).
     """
-    _check_options("attention_backward", causal=causal, scale=scale, gpu=gpu)
+    _check_options("attention_backward", causal=causal, scale=scale, gpu=gpu, threads=threads)
     q, k, v = _attention_operands(q, k, v)
     o, d_o = as_bits(o, "bf16", "o"), as_bits(d_o, "bf16", "d_o")
     for name, x in (("o", o), ("d_o", d_o)):
@@ -852,7 +855,8 @@ def attention_backward(q, k, v, o, lse, d_o, *, causal=False, scale=None, batch_
     batch, heads = q.shape[:2] if q.ndim == 4 else (1, 1)
     flat = [np.ascontiguousarray(x).reshape(-1) for x in (q, k, v, o, lse, d_o)]
     dq, dk, dv, delta = _bitexact._attention_backward(*flat, batch, heads, n, n_k, d, causal, scale, gpu,
-                                                      None if batch_heads is None else tuple(batch_heads))
+                                                      None if batch_heads is None else tuple(batch_heads),
+                                                      int(threads))
     return {"dq": dq.reshape(q.shape), "dk": dk.reshape(k.shape), "dv": dv.reshape(k.shape),
             "delta": delta.reshape(q.shape[:-1])}
 

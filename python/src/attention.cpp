@@ -41,7 +41,7 @@ attention::resolved_call call_of(std::optional<std::string_view> preset_name, co
                                  std::optional<double> scale, std::optional<int> splits,
                                  std::optional<std::string_view> gpu_name,
                                  std::optional<std::pair<int, int>> batch_heads, std::optional<double> beta,
-                                 std::optional<double> epsilon, bool autocast) {
+                                 std::optional<double> epsilon, bool autocast, int threads = 0) {
   attention::attention_call call;
   call.model = model_of(preset_name, kernel_json);
   call.shape = {batch, heads, query_rows, key_rows, head_dim, causal};
@@ -52,6 +52,7 @@ attention::resolved_call call_of(std::optional<std::string_view> preset_name, co
   if (beta) call.beta = from_double<fp32>(*beta).result;
   if (epsilon) call.epsilon = from_double<fp32>(*epsilon).result;
   call.autocast = autocast;
+  call.threads = threads;
   return attention::resolve_call(call);
 }
 
@@ -62,9 +63,10 @@ py::tuple attention_call(const py::array& q, const py::array& k, const py::array
                          std::optional<int> splits, std::optional<std::string_view> gpu_name,
                          std::optional<std::pair<int, int>> batch_heads, std::optional<std::string_view> preset_name,
                          const std::optional<std::string>& kernel_json, std::optional<double> beta,
-                         std::optional<double> epsilon, bool autocast) {
+                         std::optional<double> epsilon, bool autocast, int threads) {
   const attention::resolved_call call = call_of(preset_name, kernel_json, batch, heads, query_rows, key_rows, head_dim,
-                                                causal, scale, splits, gpu_name, batch_heads, beta, epsilon, autocast);
+                                                causal, scale, splits, gpu_name, batch_heads, beta, epsilon, autocast,
+                                                threads);
   const std::size_t head_count = call.head_count();
   const std::size_t q_size = head_count * static_cast<std::size_t>(query_rows) * static_cast<std::size_t>(head_dim);
   const std::size_t kv_size = head_count * static_cast<std::size_t>(key_rows) * static_cast<std::size_t>(head_dim);
@@ -355,13 +357,12 @@ py::tuple attention_backward_call(const py::array& q, const py::array& k, const 
                                   const py::array& lse, const py::array& d_o, int batch, int heads, int query_rows,
                                   int key_rows, int head_dim, bool causal, std::optional<double> scale,
                                   std::optional<std::string_view> gpu_name,
-                                  std::optional<std::pair<int, int>> batch_heads) {
+                                  std::optional<std::pair<int, int>> batch_heads, int threads) {
   const attention::resolved_call call = call_of(std::nullopt, std::nullopt, batch, heads, query_rows, key_rows, head_dim,
                                                 causal, scale, std::nullopt, gpu_name, batch_heads, std::nullopt,
-                                                std::nullopt, true);
+                                                std::nullopt, true, threads);
   const attention::flash_backward_kernel kernel = attention::backward_kernel(call);
-  const attention_shape& shape = call.head;
-  const std::size_t head_count = static_cast<std::size_t>(batch) * static_cast<std::size_t>(heads);
+  const std::size_t head_count = call.head_count();
   const std::size_t rows = static_cast<std::size_t>(query_rows), d = static_cast<std::size_t>(head_dim);
   const std::size_t q_head = rows * d, kv_head = static_cast<std::size_t>(key_rows) * d;
   const std::span<const bfloat16> qs(values_of<bf16>(q, "q", head_count * q_head), head_count * q_head);
@@ -373,23 +374,14 @@ py::tuple attention_backward_call(const py::array& q, const py::array& k, const 
   auto dq = new_values<bf16>(head_count * q_head), dk = new_values<bf16>(head_count * kv_head),
        dv = new_values<bf16>(head_count * kv_head);
   auto delta = new_values<fp32>(head_count * rows);
-  bfloat16* dq_out = writable_values_of<bf16>(dq);
-  bfloat16* dk_out = writable_values_of<bf16>(dk);
-  bfloat16* dv_out = writable_values_of<bf16>(dv);
-  float32* delta_out = writable_values_of<fp32>(delta);
+  const attention::call_gradients out{{writable_values_of<bf16>(dq), head_count * q_head},
+                                      {writable_values_of<bf16>(dk), head_count * kv_head},
+                                      {writable_values_of<bf16>(dv), head_count * kv_head},
+                                      {writable_values_of<fp32>(delta), head_count * rows}};
   ptx::mufu_tables::shared();  // loads the tables (or throws) while the GIL is held
   {
     py::gil_scoped_release unlocked;  // taken back before the tuple is made
-    for (std::size_t h = 0; h < head_count; ++h) {
-      const attention::backward_gradients g = attention::flash_backward_head(
-          kernel, shape, qs.subspan(h * q_head, q_head), ks.subspan(h * kv_head, kv_head),
-          vs.subspan(h * kv_head, kv_head), os.subspan(h * q_head, q_head), ls.subspan(h * rows, rows),
-          dos.subspan(h * q_head, q_head));
-      std::copy(g.dq.begin(), g.dq.end(), dq_out + h * q_head);
-      std::copy(g.dk.begin(), g.dk.end(), dk_out + h * kv_head);
-      std::copy(g.dv.begin(), g.dv.end(), dv_out + h * kv_head);
-      std::copy(g.delta.begin(), g.delta.end(), delta_out + h * rows);
-    }
+    attention::backward(call, kernel, qs, ks, vs, os, ls, dos, out);
   }
   return py::make_tuple(dq, dk, dv, delta);
 }
@@ -398,7 +390,7 @@ void register_attention(py::module_& m) {
   m.def("_attention", &attention_call, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("batch"), py::arg("heads"),
         py::arg("query_rows"), py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"), py::arg("scale"),
         py::arg("splits"), py::arg("gpu"), py::arg("batch_heads"), py::arg("preset"), py::arg("kernel"),
-        py::arg("beta"), py::arg("epsilon"), py::arg("autocast"));
+        py::arg("beta"), py::arg("epsilon"), py::arg("autocast"), py::arg("threads"));
   m.def("_attention_row", &attention_row, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("query_rows"),
         py::arg("key_rows"), py::arg("head_dim"), py::arg("row"), py::arg("col"), py::arg("causal"),
         py::arg("scale"), py::arg("splits"), py::arg("gpu"), py::arg("batch_heads"), py::arg("preset"),
@@ -413,7 +405,7 @@ void register_attention(py::module_& m) {
   m.def("_attention_backward", &attention_backward_call, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("o"),
         py::arg("lse"), py::arg("d_o"), py::arg("batch"), py::arg("heads"), py::arg("query_rows"),
         py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"), py::arg("scale"), py::arg("gpu"),
-        py::arg("batch_heads"));
+        py::arg("batch_heads"), py::arg("threads"));
   m.def("_attention_presets", &preset_list);
   m.def("_kernel_description", &kernel_description_json, py::arg("name"));
   m.def("_p_bar_one_range", &p_bar_one_range_bits);

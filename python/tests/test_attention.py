@@ -103,6 +103,23 @@ def test_the_gpu_record_decides_the_split_count(compared):
     compared(3 * sxm.size)
 
 
+def test_the_thread_count_changes_no_bit(compared):
+    # 2 heads of 200 rows: the heads and each head's 13 slabs of 16 rows shared among 1, 2, 3 threads or one
+    # per core, for a GPU kernel and the paper's arithmetic.
+    q, k, v = random_heads(9, (1, 2, 200, 64))
+    for preset in ("pytorch_sdpa_flash_sm90", "paper_reference"):
+        one_thread = bitexact.attention(q, k, v, preset=preset, causal=True, threads=1)
+        for threads in (2, 3, 0):
+            o, lse = bitexact.attention(q, k, v, preset=preset, causal=True, threads=threads)
+            np.testing.assert_array_equal(o, one_thread[0], err_msg=f"{preset}, {threads} threads")
+            np.testing.assert_array_equal(lse, one_thread[1], err_msg=f"{preset}, {threads} threads")
+            compared(o.size + lse.size)
+    with pytest.raises(ValueError, match=r"^threads must be from 0 \(one thread per core\) to 1024, not -1$"):
+        bitexact.attention(q, k, v, threads=-1)
+    with pytest.raises(TypeError, match=r"^attention: threads is an integer \(0 for one thread per core\), not 2\.0$"):
+        bitexact.attention(q, k, v, threads=2.0)
+
+
 def test_attention_refuses_what_it_cannot_model():
     q, k, v = random_heads(3, (16, 32))
     with pytest.raises(ValueError, match="head_dim 32 is not described"):

@@ -93,6 +93,22 @@ def test_batch_and_heads_of_the_arrays(data_dir, compared):
     np.testing.assert_array_equal(g["delta"][0, 0], g["delta"][0, 1])
 
 
+def test_the_thread_count_changes_no_bit(data_dir, compared):
+    # The 512-row head of a call of 4: dQ's 33 buffers, each with its key blocks in order, on 1 and 3 threads.
+    head, keywords, _ = next(c for c in cases(data_dir) if c[0].name.startswith("d128_n512"))
+    a = load(head)
+    args = [a[x] for x in ("q", "k", "v", "o", "lse", "do")]
+    one_thread = bitexact.attention_backward(*args, **keywords, threads=1)
+    three = bitexact.attention_backward(*args, **keywords, threads=3)
+    for name in ("dq", "dk", "dv", "delta"):
+        np.testing.assert_array_equal(three[name], one_thread[name], err_msg=name)
+        compared(one_thread[name].size)
+    for name in ("dq", "dk", "dv"):
+        np.testing.assert_array_equal(three[name], a[name], err_msg=name)
+    with pytest.raises(ValueError, match="threads must be from 0"):
+        bitexact.attention_backward(*args, threads=1025)
+
+
 def test_refusals(data_dir):
     head, keywords, _ = next(c for c in cases(data_dir) if c[0].name.startswith("d128_n17"))
     a = load(head)

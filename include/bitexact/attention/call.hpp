@@ -5,9 +5,11 @@
 // their arguments into an attention_call and print what comes back.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -20,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "../hardware/gpu.hpp"
+#include "../host/parallel.hpp"
 #include "flash_backward.hpp"
 #include "flash_forward.hpp"
 #include "kernel.hpp"
@@ -56,10 +59,10 @@ class model_choice {
 // The options a call can be refused for. A front end spells each its own way
 // (the command `--batch-heads`, the binding `batch_heads=`); call_error's
 // message names it by the spelling the front end passes.
-enum class call_option { scale, splits, batch_heads, gpu, beta, eps, autocast, causal };
-inline constexpr std::string_view call_option_names[] = {"scale", "splits", "batch_heads", "gpu",
-                                                         "beta",  "eps",    "autocast",    "causal"};
-static_assert(std::size(call_option_names) == static_cast<std::size_t>(call_option::causal) + 1,
+enum class call_option { scale, splits, batch_heads, gpu, beta, eps, autocast, causal, threads };
+inline constexpr std::string_view call_option_names[] = {"scale", "splits",   "batch_heads", "gpu",    "beta",
+                                                         "eps",   "autocast", "causal",      "threads"};
+static_assert(std::size(call_option_names) == static_cast<std::size_t>(call_option::threads) + 1,
               "a name for every call_option, in its order");
 
 constexpr std::string_view name_of(call_option option) { return call_option_names[static_cast<std::size_t>(option)]; }
@@ -85,6 +88,9 @@ class call_error : public std::invalid_argument {
   std::string reason_;
 };
 
+// The most threads a call may ask for (attention_call::threads).
+inline constexpr int max_threads = 1024;
+
 // Everything a call chooses besides its tensors.
 struct attention_call {
   model_choice model;
@@ -97,6 +103,7 @@ struct attention_call {
   gpu device = default_gpu();
   std::optional<float32> beta, epsilon;  // the stabilized rule's, else the model's own
   bool autocast = true;                  // the paper presets: under torch.autocast
+  int threads = 0;  // threads to compute on, 0 for one per core (up to max_threads); the bits are the same
 };
 
 // A call checked and resolved: a GPU kernel for its shape on its GPU, or the
@@ -116,8 +123,11 @@ struct resolved_call {
 namespace detail {
 
 // The numbers a call takes, each within what its model reads: a float scale
-// (as PyTorch passes it), beta at least 1, eps at least 0.
+// (as PyTorch passes it), beta at least 1, eps at least 0, a thread count.
 inline void check_numbers(const attention_call& call) {
+  if (call.threads < 0 || call.threads > max_threads)
+    throw call_error(call_option::threads, "{option} must be from 0 (one thread per core) to " +
+                                               std::to_string(max_threads) + ", not " + std::to_string(call.threads));
   if (call.scale && !std::isfinite(static_cast<float>(*call.scale)))
     throw call_error(call_option::scale, "{option} " + fmt::format("{}", *call.scale) +
                                              " is not a finite number that a float can hold");
@@ -225,40 +235,95 @@ inline resolved_call resolve_call(const attention_call& call) {
   return r;
 }
 
+// Told, from whichever thread finished them, that `rows` more rows of the
+// call are computed (query rows forward, key rows backward): a front end's
+// progress. It must take calls from several threads at once.
+using rows_done = std::function<void(int rows)>;
+
+namespace detail {
+
+// An observer of the models' rows_done_event that hands each count to the front end's function.
+struct rows_done_observer {
+  const rows_done* told;
+  void on(const rows_done_event& e) const {
+    if (*told) (*told)(e.count);
+  }
+};
+
+// head(h, threads, observer) for every head of the call, on the call's threads
+// shared between the heads and each head's rows (split_threads).
+template <class Head>
+void for_each_head(const resolved_call& r, const rows_done& progress, Head&& head) {
+  const thread_split split = split_threads(r.head_count(), static_cast<unsigned>(r.call.threads));
+  for_each_index(r.head_count(), split.items, [&](std::size_t h) { head(h, split.pieces, rows_done_observer{&progress}); });
+}
+
+}  // namespace detail
+
 // Every head of a resolved call: q [heads][query_rows][head_dim], k and v
 // [heads][key_rows][head_dim] (bf16) into o (bf16) and lse (fp32, natural
 // log) of the same layout; fp64 calls (paper_reference_fp64) take forward_fp64.
 inline void forward(const resolved_call& r, std::span<const bfloat16> q, std::span<const bfloat16> k,
-                    std::span<const bfloat16> v, std::span<bfloat16> o, std::span<float32> lse) {
+                    std::span<const bfloat16> v, std::span<bfloat16> o, std::span<float32> lse,
+                    const rows_done& progress = {}) {
   if (r.fp64()) throw std::invalid_argument("preset paper_reference_fp64 computes in double: call forward_fp64");
   const std::size_t rows = static_cast<std::size_t>(r.head.query_rows);
   const std::size_t q_head = rows * static_cast<std::size_t>(r.head.head_dim);
   const std::size_t kv_head = static_cast<std::size_t>(r.head.key_rows) * static_cast<std::size_t>(r.head.head_dim);
-  for (std::size_t h = 0; h < r.head_count(); ++h) {
+  detail::for_each_head(r, progress, [&](std::size_t h, unsigned threads, detail::rows_done_observer told) {
     const auto qh = q.subspan(h * q_head, q_head), kh = k.subspan(h * kv_head, kv_head), vh = v.subspan(h * kv_head, kv_head);
     const auto oh = o.subspan(h * q_head, q_head);
     const auto lh = lse.subspan(h * rows, rows);
-    if (r.kernel) flash_forward_head(*r.kernel, r.head, qh, kh, vh, oh, lh);
-    else paper_forward_head(r.paper, r.head, qh, kh, vh, oh, lh);
-  }
+    if (r.kernel) flash_forward_head(*r.kernel, r.head, qh, kh, vh, oh, lh, told, threads);
+    else paper_forward_head(r.paper, r.head, qh, kh, vh, oh, lh, told, threads);
+  });
 }
 
 inline void forward_fp64(const resolved_call& r, std::span<const bfloat16> q, std::span<const bfloat16> k,
-                         std::span<const bfloat16> v, std::span<double> o, std::span<double> lse) {
+                         std::span<const bfloat16> v, std::span<double> o, std::span<double> lse,
+                         const rows_done& progress = {}) {
   if (!r.fp64()) throw std::invalid_argument("forward_fp64 computes paper_reference_fp64 only");
   const std::size_t rows = static_cast<std::size_t>(r.head.query_rows);
   const std::size_t q_head = rows * static_cast<std::size_t>(r.head.head_dim);
   const std::size_t kv_head = static_cast<std::size_t>(r.head.key_rows) * static_cast<std::size_t>(r.head.head_dim);
-  for (std::size_t h = 0; h < r.head_count(); ++h)
+  detail::for_each_head(r, progress, [&](std::size_t h, unsigned threads, detail::rows_done_observer told) {
     paper_reference_fp64_head(r.head, r.call.scale, q.subspan(h * q_head, q_head), k.subspan(h * kv_head, kv_head),
                               v.subspan(h * kv_head, kv_head), o.subspan(h * q_head, q_head),
-                              lse.subspan(h * rows, rows));
+                              lse.subspan(h * rows, rows), told, threads);
+  });
 }
 
 // PyTorch's flash backward for the call's launch on its GPU.
 inline flash_backward_kernel backward_kernel(const resolved_call& r) {
   return pytorch_sdpa_flash_sm90_backward(
       r.launch, r.call.scale ? *r.call.scale : 1.0 / std::sqrt(static_cast<double>(r.head.head_dim)), r.call.device);
+}
+
+// The call's gradients, every head: q, o, d_o [heads][query_rows][head_dim],
+// k, v [heads][key_rows][head_dim], lse [heads][query_rows] (the forward's);
+// dq, dk, dv and delta of the same layouts.
+struct call_gradients {
+  std::span<bfloat16> dq, dk, dv;
+  std::span<float32> delta;
+};
+
+inline void backward(const resolved_call& r, const flash_backward_kernel& kernel, std::span<const bfloat16> q,
+                     std::span<const bfloat16> k, std::span<const bfloat16> v, std::span<const bfloat16> o,
+                     std::span<const float32> lse, std::span<const bfloat16> d_o, const call_gradients& out,
+                     const rows_done& progress = {}) {
+  const std::size_t rows = static_cast<std::size_t>(r.head.query_rows);
+  const std::size_t q_head = rows * static_cast<std::size_t>(r.head.head_dim);
+  const std::size_t kv_head = static_cast<std::size_t>(r.head.key_rows) * static_cast<std::size_t>(r.head.head_dim);
+  detail::for_each_head(r, progress, [&](std::size_t h, unsigned threads, detail::rows_done_observer told) {
+    const backward_gradients g =
+        flash_backward_head(kernel, r.head, q.subspan(h * q_head, q_head), k.subspan(h * kv_head, kv_head),
+                            v.subspan(h * kv_head, kv_head), o.subspan(h * q_head, q_head),
+                            lse.subspan(h * rows, rows), d_o.subspan(h * q_head, q_head), told, threads);
+    std::copy(g.dq.begin(), g.dq.end(), out.dq.begin() + static_cast<std::ptrdiff_t>(h * q_head));
+    std::copy(g.dk.begin(), g.dk.end(), out.dk.begin() + static_cast<std::ptrdiff_t>(h * kv_head));
+    std::copy(g.dv.begin(), g.dv.end(), out.dv.begin() + static_cast<std::ptrdiff_t>(h * kv_head));
+    std::copy(g.delta.begin(), g.delta.end(), out.delta.begin() + static_cast<std::ptrdiff_t>(h * rows));
+  });
 }
 
 }  // namespace bitexact::attention

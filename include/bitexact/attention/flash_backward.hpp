@@ -34,10 +34,12 @@
 #include <vector>
 
 #include "../core/format.hpp"
+#include "../core/observer.hpp"
 #include "../core/operations.hpp"
 #include "../hardware/alu.hpp"
 #include "../hardware/mma.hpp"
 #include "../hardware/mufu.hpp"
+#include "../host/parallel.hpp"
 #include "kernel.hpp"
 #include "shape.hpp"
 
@@ -156,11 +158,17 @@ inline long first_query_block(const flash_backward_kernel& kernel, const attenti
 
 // One head: q, o, d_o [query_rows][head_dim], k, v [key_rows][head_dim],
 // lse [query_rows] (the forward's L, natural log, +inf for a row that saw no
-// key). The causal mask is flash-attention's, bottom-right aligned.
-inline backward_gradients flash_backward_head(const flash_backward_kernel& kernel, const attention_shape& shape,
-                                              std::span<const bfloat16> q, std::span<const bfloat16> k,
-                                              std::span<const bfloat16> v, std::span<const bfloat16> o,
-                                              std::span<const float32> lse, std::span<const bfloat16> d_o) {
+// key). The causal mask is flash-attention's, bottom-right aligned. Up to
+// `threads` threads (0: one per core) take dQ's buffers, each with its key
+// blocks in ascending order as the deterministic kernel adds them, so the
+// bits do not depend on the count; an observer of rows_done_event hears of
+// each key block (its rows of dK and dV) as it ends.
+template <class O = no_observer>
+backward_gradients flash_backward_head(const flash_backward_kernel& kernel, const attention_shape& shape,
+                                       std::span<const bfloat16> q, std::span<const bfloat16> k,
+                                       std::span<const bfloat16> v, std::span<const bfloat16> o,
+                                       std::span<const float32> lse, std::span<const bfloat16> d_o, O&& obs = {},
+                                       unsigned threads = 0) {
   using detail::matrix;
   const std::size_t n_q = static_cast<std::size_t>(shape.query_rows), n_k = static_cast<std::size_t>(shape.key_rows);
   const std::size_t d = static_cast<std::size_t>(shape.head_dim);
@@ -183,9 +191,10 @@ inline backward_gradients flash_backward_head(const flash_backward_kernel& kerne
   std::vector<matrix<float32>> dq_accum(splits, matrix<float32>(m_blocks * bm, d));
   const long diagonal = static_cast<long>(n_k) - static_cast<long>(n_q);  // bottom-right
 
-  matrix<bfloat16> q_m(bm, d), do_m(bm, d), q_t(d, bm), do_t(d, bm);
-  matrix<bfloat16> k_n(bn, d), v_n(bn, d), k_t(d, bn), p_t(bn, bm), ds_t(bn, bm), ds(bm, bn);
-  for (std::size_t n = 0; n < n_blocks; ++n) {
+  // Key block n: its rows of dK and dV, and its dQ tiles added to buffer n % splits.
+  const auto run_key_block = [&](std::size_t n) {
+    matrix<bfloat16> q_m(bm, d), do_m(bm, d), q_t(d, bm), do_t(d, bm);
+    matrix<bfloat16> k_n(bn, d), v_n(bn, d), k_t(d, bn), p_t(bn, bm), ds_t(bn, bm), ds(bm, bn);
     for (std::size_t j = 0; j < bn; ++j)
       for (std::size_t c = 0; c < d; ++c) {
         const bool inside = n * bn + j < n_k;  // keys past N_k: zero-filled
@@ -241,13 +250,21 @@ inline backward_gradients flash_backward_head(const flash_backward_kernel& kerne
         out.dk[(n * bn + j) * d + c] = ptx::cvt_rn_bf16_f32(ptx::mul_f32(dk_acc.at(j, c), kernel.scale));
         out.dv[(n * bn + j) * d + c] = ptx::cvt_rn_bf16_f32(dv_acc.at(j, c));
       }
-  }
-  for (std::size_t i = 0; i < n_q; ++i)
+  };
+  // A buffer's key blocks stay on one thread, in ascending order: the order of its additions.
+  for_each_index(std::min(splits, n_blocks), threads, [&](std::size_t buffer) {
+    for (std::size_t n = buffer; n < n_blocks; n += splits) {
+      run_key_block(n);
+      report(obs, rows_done_event{static_cast<int>(n * bn), static_cast<int>(std::min(bn, n_k - n * bn))});
+    }
+  });
+  for_each_index(n_q, threads, [&](std::size_t i) {
     for (std::size_t c = 0; c < d; ++c) {
       float32 sum = float32::zero();
       for (const matrix<float32>& accum : dq_accum) sum = ptx::add_f32(sum, accum.at(i, c));
       out.dq[i * d + c] = ptx::cvt_rn_bf16_f32(ptx::mul_f32(sum, kernel.scale));
     }
+  });
   return out;
 }
 

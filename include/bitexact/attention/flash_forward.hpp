@@ -763,21 +763,25 @@ event_sinks sinks_for(O& obs) {
 }  // namespace detail
 
 // One head: q [query_rows][head_dim], k and v [key_rows][head_dim] (bf16);
-// writes o [query_rows][head_dim] and lse [query_rows]. An observer that
-// listens to softmax_block_event, output_block_event or row_end_event sees
-// every row's every block and split end (the head then runs on one thread,
-// so that the events come in order).
+// writes o [query_rows][head_dim] and lse [query_rows]. Its slabs of 16 rows
+// are independent: up to `threads` threads (0: one per core) take them in
+// turn, and the bits do not depend on how many. An observer that listens to
+// softmax_block_event, output_block_event or row_end_event sees every row's
+// every block and split end (the head then runs on one thread, so that the
+// events come in order); one that listens to rows_done_event hears of each
+// slab as it ends.
 template <class O = no_observer>
 void flash_forward_head(const flash_kernel& kernel, const attention_shape& shape, std::span<const bfloat16> q,
                         std::span<const bfloat16> k, std::span<const bfloat16> v, std::span<bfloat16> o,
-                        std::span<float32> lse, O&& obs = {}) {
+                        std::span<float32> lse, O&& obs = {}, unsigned threads = 0) {
   detail::check_head(kernel, shape, q.size(), k.size(), v.size(), o.size(), lse.size());
   const detail::event_sinks sinks = detail::sinks_for(obs);
   const detail::head_operands head(shape, kernel.block_n, q, k, v);
-  // Slabs are independent: every core takes them in turn (one thread when events must come in order).
   const auto slabs = static_cast<std::size_t>((shape.query_rows + 15) / 16);
-  for_each_index(slabs, sinks.any() ? 1 : 0, [&](std::size_t slab) {
-    detail::run_slab(kernel, head, static_cast<int>(slab) * 16, o, lse, sinks.any() ? &sinks : nullptr);
+  for_each_index(slabs, sinks.any() ? 1 : threads, [&](std::size_t slab) {
+    const int row0 = static_cast<int>(slab) * 16;
+    detail::run_slab(kernel, head, row0, o, lse, sinks.any() ? &sinks : nullptr);
+    report(obs, rows_done_event{row0, std::min(16, shape.query_rows - row0)});
   });
 }
 
@@ -814,25 +818,28 @@ struct attention_output {
 };
 
 // A whole call, as scaled_dot_product_attention takes it: q [batch, heads,
-// query_rows, head_dim], k and v [batch, heads, key_rows, head_dim]; the heads
-// one after another, each on every core.
+// query_rows, head_dim], k and v [batch, heads, key_rows, head_dim]; up to
+// `threads` threads (0: one per core) shared between the heads and each
+// head's slabs (split_threads), the bits the same for any count.
 inline attention_output flash_forward(const flash_kernel& kernel, const attention_shape& shape,
                                       std::span<const bfloat16> q, std::span<const bfloat16> k,
-                                      std::span<const bfloat16> v) {
+                                      std::span<const bfloat16> v, unsigned threads = 0) {
   if (shape.batch < 1 || shape.heads < 1)
     throw std::invalid_argument("flash_forward: batch and heads must be at least 1");
   const std::size_t heads = static_cast<std::size_t>(shape.batch) * static_cast<std::size_t>(shape.heads);
-  const std::size_t q_head = static_cast<std::size_t>(shape.query_rows) * static_cast<std::size_t>(shape.head_dim);
+  const std::size_t rows = static_cast<std::size_t>(shape.query_rows);
+  const std::size_t q_head = rows * static_cast<std::size_t>(shape.head_dim);
   const std::size_t kv_head = static_cast<std::size_t>(shape.key_rows) * static_cast<std::size_t>(shape.head_dim);
   if (q.size() != heads * q_head || k.size() != heads * kv_head || v.size() != heads * kv_head)
     throw std::invalid_argument("flash_forward: q needs batch x heads x query_rows x head_dim elements, k and v "
                                 "batch x heads x key_rows x head_dim");
-  attention_output out{std::vector<bfloat16>(heads * q_head), std::vector<float32>(heads * static_cast<std::size_t>(shape.query_rows))};
-  for (std::size_t h = 0; h < heads; ++h)
+  attention_output out{std::vector<bfloat16>(heads * q_head), std::vector<float32>(heads * rows)};
+  const thread_split split = split_threads(heads, threads);
+  for_each_index(heads, split.items, [&](std::size_t h) {
     flash_forward_head(kernel, shape, q.subspan(h * q_head, q_head), k.subspan(h * kv_head, kv_head),
                        v.subspan(h * kv_head, kv_head), std::span<bfloat16>(out.o).subspan(h * q_head, q_head),
-                       std::span<float32>(out.lse).subspan(h * static_cast<std::size_t>(shape.query_rows),
-                                                           static_cast<std::size_t>(shape.query_rows)));
+                       std::span<float32>(out.lse).subspan(h * rows, rows), no_observer{}, split.pieces);
+  });
   return out;
 }
 

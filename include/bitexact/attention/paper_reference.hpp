@@ -40,7 +40,9 @@
 #include <vector>
 
 #include "../core/format.hpp"
+#include "../core/observer.hpp"
 #include "../core/operations.hpp"
+#include "../host/parallel.hpp"
 #include "shape.hpp"
 
 namespace bitexact::attention {
@@ -333,12 +335,15 @@ class paper_row {
 // One head: q [query_rows][head_dim], k and v [key_rows][head_dim] (bf16);
 // writes o [query_rows][head_dim] (bf16) and lse [query_rows], L in the
 // natural-log units of the scaled scores: fp32 under autocast, without
-// autocast a bf16 value held as float32.
+// autocast a bf16 value held as float32. Rows are independent: up to
+// `threads` threads (0: one per core) take them in turn, and an observer of
+// rows_done_event hears of each as it ends.
 // Throws std::invalid_argument for a head_dim below 1, a block size below 1, a
 // rule with across_blocks or a span of another length.
-inline void paper_forward_head(const paper_flash& flash, const attention_shape& shape, std::span<const bfloat16> q,
-                               std::span<const bfloat16> k, std::span<const bfloat16> v, std::span<bfloat16> o,
-                               std::span<float32> lse) {
+template <class O = no_observer>
+void paper_forward_head(const paper_flash& flash, const attention_shape& shape, std::span<const bfloat16> q,
+                        std::span<const bfloat16> k, std::span<const bfloat16> v, std::span<bfloat16> o,
+                        std::span<float32> lse, O&& obs = {}, unsigned threads = 0) {
   detail::check_paper_head("paper_forward_head", shape, q.size(), k.size(), v.size(), o.size(), lse.size());
   if (flash.block_m < 1 || flash.block_n < 1)
     throw std::invalid_argument("paper_forward_head: block_m " + std::to_string(flash.block_m) + " and block_n " +
@@ -347,12 +352,13 @@ inline void paper_forward_head(const paper_flash& flash, const attention_shape& 
     throw std::invalid_argument("paper_forward_head: the paper's code applies its rule block by block "
                                 "(stabilized_max::across_blocks is the GPU-kernel model's)");
   const std::size_t d = static_cast<std::size_t>(shape.head_dim);
-  for (int row = 0; row < shape.query_rows; ++row) {
-    const std::size_t at = static_cast<std::size_t>(row);
+  for_each_index(static_cast<std::size_t>(shape.query_rows), threads, [&](std::size_t at) {
+    const int row = static_cast<int>(at);
     detail::paper_row state(flash, shape, row, q.subspan(at * d, d), k, v);
     while (state.run_next_block()) {}
     state.finish(o.subspan(at * d, d), lse[at]);
-  }
+    report(obs, rows_done_event{row, 1});
+  });
 }
 
 // The same attention in double ("hp"), the value the bf16 result is compared
@@ -361,9 +367,10 @@ inline void paper_forward_head(const paper_flash& flash, const attention_shape& 
 // double times scale (the caller's, or d ** -0.5) with the paper's masking
 // (-bf16_max); P = exp(score - row max); o = sum(P V) / sum(P) and
 // lse = row max + log(sum(P)), both double.
-inline void paper_reference_fp64_head(const attention_shape& shape, std::optional<double> scale,
-                                      std::span<const bfloat16> q, std::span<const bfloat16> k,
-                                      std::span<const bfloat16> v, std::span<double> o, std::span<double> lse) {
+template <class O = no_observer>
+void paper_reference_fp64_head(const attention_shape& shape, std::optional<double> scale, std::span<const bfloat16> q,
+                               std::span<const bfloat16> k, std::span<const bfloat16> v, std::span<double> o,
+                               std::span<double> lse, O&& obs = {}, unsigned threads = 0) {
   detail::check_paper_head("paper_reference_fp64_head", shape, q.size(), k.size(), v.size(), o.size(), lse.size());
   const double factor = scale ? *scale : detail::paper_default_scale(shape, "paper_reference_fp64_head");
   const double masked = to_double(detail::paper_masked_score);
@@ -374,10 +381,10 @@ inline void paper_reference_fp64_head(const attention_shape& shape, std::optiona
     return wide;
   };
   const std::vector<double> q_wide = widen(q), k_wide = widen(k), v_wide = widen(v);
-  std::vector<double> scores(keys), sums(d);
-  for (int row = 0; row < shape.query_rows; ++row) {
-    const std::size_t at = static_cast<std::size_t>(row);
+  for_each_index(static_cast<std::size_t>(shape.query_rows), threads, [&](std::size_t at) {
+    const int row = static_cast<int>(at);
     const std::size_t visible = static_cast<std::size_t>(detail::paper_visible_keys(shape, row));
+    std::vector<double> scores(keys), sums(d, 0.0);
     double row_max = -std::numeric_limits<double>::infinity();
     for (std::size_t key = 0; key < keys; ++key) {
       double dot = 0;
@@ -387,7 +394,6 @@ inline void paper_reference_fp64_head(const attention_shape& shape, std::optiona
       row_max = std::max(row_max, scores[key]);
     }
     double sum = 0;
-    std::fill(sums.begin(), sums.end(), 0.0);
     for (std::size_t key = 0; key < keys; ++key) {
       const double p = std::exp(scores[key] - row_max);
       sum += p;
@@ -395,7 +401,8 @@ inline void paper_reference_fp64_head(const attention_shape& shape, std::optiona
     }
     for (std::size_t c = 0; c < d; ++c) o[at * d + c] = sums[c] / sum;
     lse[at] = row_max + std::log(sum);
-  }
+    report(obs, rows_done_event{row, 1});
+  });
 }
 
 }  // namespace bitexact::attention

@@ -1,5 +1,6 @@
-// What the attention models share: the shape of one call, and the parameters
-// of the paper's stabilized softmax.
+// What the attention models share: the shape of one call, the event that
+// counts a head's finished rows, and the parameters of the paper's stabilized
+// softmax.
 #pragma once
 
 #include "../core/format.hpp"
@@ -15,6 +16,17 @@ struct attention_shape {
   int key_rows = 0;
   int head_dim = 0;
   bool causal = false;  // the kernel aligns the diagonal (flash_kernel::causal); bottom-right in the paper's model
+};
+
+// Rows of one head's results written: query rows [first, first + count) of O
+// and L in a forward pass, key rows of dK and dV in the backward. Unlike every
+// other event of the attention models it comes from whichever thread computed
+// the rows, as they finish, in no order, so that counting progress does not
+// hold a head to one thread: an observer of it must take reports from several
+// threads at once.
+struct rows_done_event {
+  int first = 0;
+  int count = 0;
 };
 
 // The paper's stabilized softmax (Qiu & Yao, Algorithm 3): per K/V block,

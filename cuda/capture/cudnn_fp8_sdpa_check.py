@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Checks what cudnn_fp8_sdpa_probe.py captured, on the CPU (NumPy only):
+
+    python3 cuda/capture/cudnn_fp8_sdpa_check.py OUTDIR      # the probe's probe.npz and facts.json
+
+Per case it prints O's error against float64 softmax(Q K^T / sqrt(d)) V on the dequantized inputs (beside the
+error of rounding that reference itself to e4m3, the floor of any kernel with e4m3 O), and how many O bit
+patterns three recipes reproduce:
+
+  sass      the recipe read from the kernel's SASS (cuda/capture/README.md): S from Hopper's fp8 unit, P the
+            unnormalized exp2(S c - m + lg2 scale_s) converted to e4m3, l the sum of the fp32 P times 1 / scale_s,
+            O = e4m3(acc * (rcp(l) * descale_s * descale_v * scale_o)), acc = P V from the fp8 unit;
+  normalized  P = softmax * scale_s before its conversion, as the frontend's composite graph reads;
+  exact_sum   the sass recipe with exact dot products in place of the fp8 unit;
+and how many Stats (the row's natural-log LSE, fp32) the sass recipe reproduces.
+
+The fp8 unit here is a NumPy copy of bitexact's sm90_tensor_core_fp8 (include/bitexact/hardware/mma.hpp: 32
+products a step, each truncated 13 bits below the largest nominal exponent, the step's sum rounded toward zero
+to E8M13); ex2, lg2 and rcp are taken as correctly rounded, which e4m3 O does not see. A stand-in until the
+kernel description of issue 33 exists, not a second model.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+
+F32 = np.float32
+LOG2E = F32(1.4426950216293334961)  # the constant in the kernel's SASS
+ZERO_TERM_EXPONENT = -133
+
+
+def e4m3_value(bits):
+    bits = bits.astype(np.int64)
+    exponent, fraction = (bits >> 3) & 0xF, bits & 7
+    magnitude = np.where(exponent == 0, fraction * 2.0**-9, (1 + fraction / 8.0) * 2.0 ** (exponent - 7))
+    magnitude = np.where((bits & 0x7F) == 0x7F, np.nan, magnitude)
+    return np.where(bits & 0x80, -magnitude, magnitude)
+
+
+def leading_exponent(x):
+    """floor(log2 |x|); meaningless for 0, which callers replace."""
+    return np.frexp(np.abs(x))[1] - 1
+
+
+def round_e4m3_satfinite(x):
+    """To nearest e4m3, ties to even, clamped to +-448: F2FP.SATFINITE.E4M3.F32."""
+    magnitude = np.abs(np.asarray(x, np.float64))
+    step = np.where(magnitude >= 2.0**-6, np.ldexp(1.0, leading_exponent(magnitude) - 3), 2.0**-9)
+    return np.sign(x) * np.minimum(np.round(magnitude / step) * step, 448.0)
+
+
+def e4m3_nominal_exponent(x):
+    """The exponent the fp8 unit compares: a subnormal e4m3 counts as 2^-6, a zero not at all."""
+    exponent = np.where(np.abs(x) < 2.0**-6, -6, leading_exponent(x))
+    return np.where(x == 0, ZERO_TERM_EXPONENT, exponent)
+
+
+def truncate_to_e8m13(x):
+    """Toward zero to 14 significant bits (fp32's range)."""
+    unit = np.ldexp(1.0, leading_exponent(x) - 13)
+    return np.where(x == 0, 0.0, np.trunc(x / np.where(x == 0, 1.0, unit)) * unit)
+
+
+def fp8_unit_dot(a, b, products_per_step=32, kept_fraction_bits=13):
+    """a [..., M, K] @ b [..., N, K]^T through the fp8 unit, k ascending, each step's result the next one's C."""
+    nominal_a, nominal_b = e4m3_nominal_exponent(a), e4m3_nominal_exponent(b)
+    accumulator = np.zeros(a.shape[:-1] + (b.shape[-2],))
+    for k in range(0, a.shape[-1], products_per_step):
+        part = slice(k, k + products_per_step)
+        terms = a[..., :, None, part] * b[..., None, :, part]
+        term_exponents = np.where(terms == 0, ZERO_TERM_EXPONENT,
+                                  nominal_a[..., :, None, part] + nominal_b[..., None, :, part])
+        c_exponent = np.where(accumulator == 0, ZERO_TERM_EXPONENT, leading_exponent(accumulator))
+        lsb = np.ldexp(1.0, np.maximum(term_exponents.max(-1), c_exponent) - kept_fraction_bits)
+        total = np.trunc(terms / lsb[..., None]).sum(-1) + np.trunc(accumulator / lsb)
+        accumulator = truncate_to_e8m13(total * lsb)
+    return accumulator.astype(F32)
+
+
+class Case:
+    def __init__(self, arrays, facts):
+        name = facts["name"]
+        self.name, self.causal = name, facts["causal"]
+        self.q, self.k, self.v, self.o = (e4m3_value(arrays[f"{name}/{x}"]) for x in ("q", "k", "v", "o"))
+        self.scale = {x: F32(arrays[f"{name}/{x}"]) for x in facts["scales"]}
+        self.stats = arrays[f"{name}/stats"]
+        n = self.q.shape[-2]
+        self.visible = np.tril(np.ones((n, n), bool)) if self.causal else np.ones((n, n), bool)
+
+
+def reference(case):
+    """float64 softmax(Q K^T / sqrt(d)) V of the dequantized inputs."""
+    q, k, v = (getattr(case, x) * np.float64(case.scale[f"descale_{x}"]) for x in "qkv")
+    scores = np.where(case.visible, q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]), -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    return weights / weights.sum(-1, keepdims=True) @ v
+
+
+def scores_log2(case, exact_sum):
+    """S c in log2 units, c = fl(fl(fl(descale_q attn) descale_k) log2 e) as the kernel folds it; masked -inf."""
+    s = case.scale
+    c = F32(F32(F32(s["descale_q"] * F32(1 / np.sqrt(case.q.shape[-1]))) * s["descale_k"]) * LOG2E)
+    raw = (case.q @ np.swapaxes(case.k, -1, -2)).astype(F32) if exact_sum else fp8_unit_dot(case.q, case.k)
+    return np.where(case.visible, (raw * c).astype(F32), -np.inf).astype(F32)
+
+
+def stats_of(case):
+    """Stats as the SASS forms them, m ln2 + fl(lg2(l) ln2), l summed in float64 then rounded (the kernel's order
+    and MUFU's last bits are not modelled)."""
+    scores = scores_log2(case, exact_sum=False)
+    row_max = scores.max(-1)
+    offset = (row_max[..., None] - F32(np.log2(np.float64(case.scale["scale_s"])))).astype(F32)
+    p = np.exp2((scores - offset).astype(F32).astype(np.float64)).astype(F32)
+    l = (p.astype(np.float64).sum(-1).astype(F32) * F32(1 / np.float64(case.scale["scale_s"]))).astype(F32)
+    ln2 = F32(0.69314718246459960938)
+    return (row_max.astype(np.float64) * ln2 + (np.log2(l.astype(np.float64)).astype(F32) * ln2).astype(F32)).astype(F32)
+
+
+def o_of(case, recipe):
+    s = case.scale
+    exact_sum = recipe == "exact_sum"
+    scores = scores_log2(case, exact_sum)
+    row_max = scores.max(-1, keepdims=True)
+    if recipe == "normalized":
+        weights = np.exp2((scores - row_max).astype(np.float64))
+        p8 = round_e4m3_satfinite((weights / weights.sum(-1, keepdims=True) * s["scale_s"]).astype(F32))
+        factor = F32(F32(s["descale_s"] * s["descale_v"]) * s["scale_o"])
+    else:
+        offset = (row_max - F32(np.log2(np.float64(s["scale_s"])))).astype(F32)
+        p = np.exp2((scores - offset).astype(F32).astype(np.float64)).astype(F32)
+        p8 = round_e4m3_satfinite(p)
+        row_sum = (p.astype(np.float64).sum(-1, keepdims=True).astype(F32) * F32(1 / np.float64(s["scale_s"])))
+        factor = ((F32(1) / row_sum.astype(F32)).astype(F32) * F32(F32(s["descale_s"] * s["descale_v"])
+                                                                  * s["scale_o"])).astype(F32)
+    v_t = np.swapaxes(case.v, -1, -2)
+    acc = (p8 @ case.v).astype(F32) if exact_sum else fp8_unit_dot(p8, v_t)
+    return round_e4m3_satfinite((acc * factor).astype(F32))
+
+
+def rms(x):
+    return float(np.sqrt(np.mean(x**2)))
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) == 2 else sys.exit(__doc__)
+    arrays = np.load(os.path.join(out, "probe.npz"))
+    facts = json.load(open(os.path.join(out, "facts.json")))
+    compared = 0
+    for case_facts in facts["cases"]:
+        if "error" in case_facts:
+            print(f"{case_facts['name']}: not run ({case_facts['error'][:100]})")
+            continue
+        case = Case(arrays, case_facts)
+        scale_o = np.float64(case.scale["scale_o"])
+        exact = reference(case)
+        error, floor = case.o / scale_o - exact, round_e4m3_satfinite(exact * scale_o) / scale_o - exact
+        print(f"{case.name}: max |O| {np.abs(exact).max():.4g}, error max {np.abs(error).max():.3g} rms {rms(error):.3g}"
+              f" mean {error.mean():.2g} (e4m3 of the reference: max {np.abs(floor).max():.3g} rms {rms(floor):.3g})")
+        misses = {recipe: int(np.sum(o_of(case, recipe) != case.o)) for recipe in ("sass", "normalized", "exact_sum")}
+        print(f"    O mismatches of {case.o.size}: " + ", ".join(f"{r} {m}" for r, m in misses.items()))
+        same_stats = int(np.sum(stats_of(case) == case.stats))
+        print(f"    Stats bit patterns equal: {same_stats} of {case.stats.size}")
+        compared += case.o.size
+    assert compared > 0, "no case ran"
+    print(f"{compared} outputs compared")
+
+
+if __name__ == "__main__":
+    main()

@@ -23,7 +23,7 @@
 #
 # This file has two roles. Included from tests/CMakeLists.txt it registers a
 # test per page; run as
-#   cmake -DPAGE=docs/x.md -DSOURCE_DIR=. -DSCRATCH=dir "-DPROGRAMS=bitexact=path;..." [-DUPDATE=ON] -P docs.cmake
+#   cmake -DPAGE=docs/x.md -DSOURCE_DIR=. -DSCRATCH=dir "-DPROGRAMS=bitexact=path|name=path..." [-DUPDATE=ON] -P docs.cmake
 # it checks the page (or, with UPDATE=ON, rewrites its blocks and figures).
 
 if(CMAKE_SCRIPT_MODE_FILE)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks what cudnn_fp8_sdpa_probe.py captured, on the CPU (NumPy only):
+"""Checks what cudnn_fp8_sdpa_probe.py captured, on the CPU (NumPy, and bitexact's Python module if importable):
 
     python3 cuda/capture/cudnn_fp8_sdpa_check.py OUTDIR      # the probe's probe.npz and facts.json
 
@@ -7,17 +7,19 @@ Per case it prints O's error against float64 softmax(Q K^T / sqrt(d)) V on the d
 error of rounding that reference itself to e4m3, the floor of any kernel with e4m3 O), and how many O bit
 patterns three recipes reproduce:
 
-  sass      the recipe read from the kernel's SASS (cuda/capture/README.md): S from Hopper's fp8 unit, P the
-            unnormalized exp2(S c - m + lg2 scale_s) converted to e4m3, l the sum of the fp32 P times 1 / scale_s,
-            O = e4m3(acc * (rcp(l) * descale_s * descale_v * scale_o)), acc = P V from the fp8 unit;
+  sass      the recipe read from the kernel's SASS (cuda/capture/README.md, sass_recipe below): key blocks of
+            256, S from Hopper's fp8 unit, P the unnormalized exp2(S c - m + lg2 scale_s) converted to e4m3, the
+            online rescale by ex2(m_old - m_new) of acc (as the next QGMMA's C) and of each thread's partial l,
+            O = e4m3(acc * (rcp(l) * descale_s * descale_v * scale_o));
   normalized  P = softmax * scale_s before its conversion, as the frontend's composite graph reads;
   exact_sum   the sass recipe with exact dot products in place of the fp8 unit;
 and how many Stats (the row's natural-log LSE, fp32) the sass recipe reproduces.
 
 The fp8 unit here is a NumPy copy of bitexact's sm90_tensor_core_fp8 (include/bitexact/hardware/mma.hpp: 32
 products a step, each truncated 13 bits below the largest nominal exponent, the step's sum rounded toward zero
-to E8M13); ex2, lg2 and rcp are taken as correctly rounded, which e4m3 O does not see. A stand-in until the
-kernel description of issue 33 exists, not a second model.
+to E8M13); ex2, lg2 and rcp come from bitexact's MUFU tables when its Python module imports (Stats needs
+them and O does too, rarely: 1 of 131,072 in N 512 d 128), else correctly rounded. A stand-in until the kernel
+description of issue 33 exists, not a second model.
 """
 import json
 import os
@@ -25,8 +27,14 @@ import sys
 
 import numpy as np
 
+try:  # the repository's Python module, for MUFU's ex2, rcp and lg2 bit for bit (Stats needs them)
+    import bitexact
+except ImportError:
+    bitexact = None
+
 F32 = np.float32
 LOG2E = F32(1.4426950216293334961)  # the constant in the kernel's SASS
+LN2 = F32(0.69314718246459960938)  # likewise
 ZERO_TERM_EXPONENT = -133
 
 
@@ -62,10 +70,11 @@ def truncate_to_e8m13(x):
     return np.where(x == 0, 0.0, np.trunc(x / np.where(x == 0, 1.0, unit)) * unit)
 
 
-def fp8_unit_dot(a, b, products_per_step=32, kept_fraction_bits=13):
-    """a [..., M, K] @ b [..., N, K]^T through the fp8 unit, k ascending, each step's result the next one's C."""
+def fp8_unit_dot(a, b, c=None, products_per_step=32, kept_fraction_bits=13):
+    """c + a [..., M, K] @ b [..., N, K]^T through the fp8 unit, k ascending, c (zero if None) the first step's C
+    and each step's result the next one's C."""
     nominal_a, nominal_b = e4m3_nominal_exponent(a), e4m3_nominal_exponent(b)
-    accumulator = np.zeros(a.shape[:-1] + (b.shape[-2],))
+    accumulator = np.zeros(a.shape[:-1] + (b.shape[-2],)) if c is None else c.astype(np.float64)
     for k in range(0, a.shape[-1], products_per_step):
         part = slice(k, k + products_per_step)
         terms = a[..., :, None, part] * b[..., None, :, part]
@@ -105,37 +114,88 @@ def scores_log2(case, exact_sum):
     return np.where(case.visible, (raw * c).astype(F32), -np.inf).astype(F32)
 
 
-def stats_of(case):
-    """Stats as the SASS forms them, m ln2 + fl(lg2(l) ln2), l summed in float64 then rounded (the kernel's order
-    and MUFU's last bits are not modelled)."""
-    scores = scores_log2(case, exact_sum=False)
-    row_max = scores.max(-1)
-    offset = (row_max[..., None] - F32(np.log2(np.float64(case.scale["scale_s"])))).astype(F32)
-    p = np.exp2((scores - offset).astype(F32).astype(np.float64)).astype(F32)
-    l = (p.astype(np.float64).sum(-1).astype(F32) * F32(1 / np.float64(case.scale["scale_s"]))).astype(F32)
-    ln2 = F32(0.69314718246459960938)
-    return (row_max.astype(np.float64) * ln2 + (np.log2(l.astype(np.float64)).astype(F32) * ln2).astype(F32)).astype(F32)
+def sfu(name, x):
+    """MUFU.EX2 / RCP / LG2 (the .ftz forms the kernel uses) from bitexact's Python module, whose tables were
+    captured on an H100; without it, correctly rounded stand-ins (then Stats misses about a third of its rows and O,
+    rarely, an element)."""
+    x = np.ascontiguousarray(np.asarray(x, F32))
+    if bitexact is not None:
+        return getattr(bitexact, name + "_approx")(x.view(np.uint32), ftz=True).view(F32)
+    with np.errstate(divide="ignore", over="ignore"):
+        exact = {"ex2": np.exp2, "rcp": lambda v: 1 / v, "lg2": np.log2}[name](x.astype(np.float64))
+    return exact.astype(F32)
+
+
+def ffma(a, b, c):
+    """fp32 a * b + c rounded once (the product is exact in float64)."""
+    return (np.float64(1) * a * b + c).astype(F32)
+
+
+def thread_sums(p):
+    """p [..., 256] (one key block of a row) summed as the four threads of the row's quad do: thread t holds
+    the columns 8k + 2t and 8k + 2t + 1 of wgmma's accumulator layout and adds them in fp32 from 0, k ascending
+    and the pair's two in order. Returns [..., 4]."""
+    fragments = np.moveaxis(p.reshape(p.shape[:-1] + (p.shape[-1] // 8, 4, 2)), -2, -3)
+    sequence = fragments.reshape(fragments.shape[:-2] + (-1,))
+    total = np.zeros(sequence.shape[:-1], F32)
+    for i in range(sequence.shape[-1]):
+        total = (total + sequence[..., i]).astype(F32)
+    return total
+
+
+KEY_BLOCK = 256
+
+
+def sass_recipe(case, exact_sum=False):
+    """O (e4m3 values) and Stats of the SASS recipe, key blocks of 256 walked in ascending order:
+    per block, m_new = max(m, block's largest s); alpha = ex2(fl(m - m_new)) (0 for the first block);
+    P = ex2(fl(s - fl(m_new - lg2(scale_s)))) in fp32, P8 = e4m3(P); each of the row's four threads keeps its own
+    l_t = ffma(its block sum, rcp(scale_s), fl(l_t * alpha)); acc = QGMMA(P8, V, C = fl(acc * alpha)).
+    At the end l = fl(fl(l_0 + l_1) + fl(l_2 + l_3)) (the quad's two butterfly steps),
+    O = e4m3(fl(acc * fl(rcp(l) * fl(fl(descale_s descale_v) scale_o)))), Stats = ffma(m, ln2, fl(lg2(l) ln2))."""
+    s = case.scale
+    scores = scores_log2(case, exact_sum)
+    n = scores.shape[-1]
+    lg2_scale_s, rcp_scale_s = sfu("lg2", s["scale_s"]), sfu("rcp", s["scale_s"])
+    m = np.full(scores.shape[:-1], -np.inf, F32)
+    l_thread = np.zeros(m.shape + (4,), F32)
+    acc = np.zeros(m.shape + (case.v.shape[-1],), F32)
+    v_t = np.swapaxes(case.v, -1, -2)
+    for start in range(0, n, KEY_BLOCK):
+        block = scores[..., start:start + KEY_BLOCK]
+        width = block.shape[-1]
+        if width < KEY_BLOCK:  # the last, partial block: its missing keys count as masked
+            block = np.concatenate([block, np.full(block.shape[:-1] + (KEY_BLOCK - width,), -np.inf, F32)], -1)
+        m_new = np.maximum(m, block.max(-1))
+        with np.errstate(invalid="ignore"):
+            alpha = sfu("ex2", np.where(np.isneginf(m), F32(-np.inf), (m - m_new).astype(F32)))
+            offset = (m_new - lg2_scale_s).astype(F32)
+            p = sfu("ex2", np.where(np.isneginf(block), F32(-np.inf), (block - offset[..., None]).astype(F32)))
+        p8 = round_e4m3_satfinite(p)[..., :width]
+        l_thread = ffma(thread_sums(p), rcp_scale_s, (l_thread * alpha[..., None]).astype(F32))
+        rescaled = (acc * alpha[..., None]).astype(F32)
+        if exact_sum:
+            acc = (rescaled + (p8 @ case.v[..., start:start + width, :])).astype(F32)
+        else:
+            acc = fp8_unit_dot(p8, v_t[..., start:start + width], rescaled)
+        m = m_new
+    l = ((l_thread[..., 0] + l_thread[..., 1]).astype(F32) + (l_thread[..., 2] + l_thread[..., 3]).astype(F32))
+    l = l.astype(F32)
+    factor = (sfu("rcp", l) * F32(F32(s["descale_s"] * s["descale_v"]) * s["scale_o"])).astype(F32)
+    o = round_e4m3_satfinite((acc * factor[..., None]).astype(F32))
+    stats = ffma(m, LN2, (sfu("lg2", l) * LN2).astype(F32))
+    return o, stats
 
 
 def o_of(case, recipe):
+    if recipe != "normalized":
+        return sass_recipe(case, exact_sum=recipe == "exact_sum")[0]
     s = case.scale
-    exact_sum = recipe == "exact_sum"
-    scores = scores_log2(case, exact_sum)
-    row_max = scores.max(-1, keepdims=True)
-    if recipe == "normalized":
-        weights = np.exp2((scores - row_max).astype(np.float64))
-        p8 = round_e4m3_satfinite((weights / weights.sum(-1, keepdims=True) * s["scale_s"]).astype(F32))
-        factor = F32(F32(s["descale_s"] * s["descale_v"]) * s["scale_o"])
-    else:
-        offset = (row_max - F32(np.log2(np.float64(s["scale_s"])))).astype(F32)
-        p = np.exp2((scores - offset).astype(F32).astype(np.float64)).astype(F32)
-        p8 = round_e4m3_satfinite(p)
-        row_sum = (p.astype(np.float64).sum(-1, keepdims=True).astype(F32) * F32(1 / np.float64(s["scale_s"])))
-        factor = ((F32(1) / row_sum.astype(F32)).astype(F32) * F32(F32(s["descale_s"] * s["descale_v"])
-                                                                  * s["scale_o"])).astype(F32)
-    v_t = np.swapaxes(case.v, -1, -2)
-    acc = (p8 @ case.v).astype(F32) if exact_sum else fp8_unit_dot(p8, v_t)
-    return round_e4m3_satfinite((acc * factor).astype(F32))
+    scores = scores_log2(case, exact_sum=False)
+    weights = np.exp2((scores - scores.max(-1, keepdims=True)).astype(np.float64))
+    p8 = round_e4m3_satfinite((weights / weights.sum(-1, keepdims=True) * s["scale_s"]).astype(F32))
+    factor = F32(F32(s["descale_s"] * s["descale_v"]) * s["scale_o"])
+    return round_e4m3_satfinite((fp8_unit_dot(p8, np.swapaxes(case.v, -1, -2)) * factor).astype(F32))
 
 
 def rms(x):
@@ -146,6 +206,7 @@ def main():
     out = sys.argv[1] if len(sys.argv) == 2 else sys.exit(__doc__)
     arrays = np.load(os.path.join(out, "probe.npz"))
     facts = json.load(open(os.path.join(out, "facts.json")))
+    print("MUFU ex2/rcp/lg2:", "bitexact's tables" if bitexact is not None else "correctly rounded stand-ins")
     compared = 0
     for case_facts in facts["cases"]:
         if "error" in case_facts:
@@ -159,7 +220,7 @@ def main():
               f" mean {error.mean():.2g} (e4m3 of the reference: max {np.abs(floor).max():.3g} rms {rms(floor):.3g})")
         misses = {recipe: int(np.sum(o_of(case, recipe) != case.o)) for recipe in ("sass", "normalized", "exact_sum")}
         print(f"    O mismatches of {case.o.size}: " + ", ".join(f"{r} {m}" for r, m in misses.items()))
-        same_stats = int(np.sum(stats_of(case) == case.stats))
+        same_stats = int(np.sum(sass_recipe(case)[1] == case.stats))
         print(f"    Stats bit patterns equal: {same_stats} of {case.stats.size}")
         compared += case.o.size
     assert compared > 0, "no case ran"

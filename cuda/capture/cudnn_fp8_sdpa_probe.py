@@ -16,6 +16,10 @@ power-of-two scale_s and scale_o, to read P's e4m3 conversion through O; plus th
 attention_implementation (AUTO, COMPOSITE, UNIFIED) and with O requested in bf16. Each graph runs twice
 into output buffers filled with 0xFF first (bits compared). Inputs come from NumPy with fixed seeds.
 
+PROBE_N (default 256) sets N: above 256 the kernel walks several blocks of 256 keys, so the online-softmax
+rescaling shows (the seeds stay, so N 256's inputs are not a prefix of N 1024's). PROBE_CASES, a
+comma-separated list of case names, runs only those.
+
 OUTDIR gets probe.npz (per case: q, k, v, o as bit patterns, uint8 e4m3 or uint16 bf16; stats float32
 [B, H, N]; amax_s, amax_o, the six scale factors float32) and facts.json (versions, per case: the
 plan names, the selected engine, the kernels torch.profiler saw with their grids, O's type, whether the
@@ -33,7 +37,9 @@ import torch
 
 import cudnn
 
-B, H, N = 1, 2, 256
+B, H = 1, 2
+N = int(os.environ.get("PROBE_N", "256"))  # keys (and queries); the kernel takes 256 keys a block
+CASES = os.environ.get("PROBE_CASES")  # comma-separated case names to run; all when unset
 E4M3_MAX = 448.0
 FP8, FP32 = cudnn.data_type.FP8_E4M3, cudnn.data_type.FLOAT
 
@@ -88,6 +94,9 @@ def cases():
     for causal in (False, True):
         out.append(identity_v_case(f"idv_d128_{'causal' if causal else 'full'}", 128, causal, 3400 + len(out),
                                    scale_s=256.0, scale_o=1024.0))
+    if CASES:
+        wanted = CASES.split(",")
+        out = [case for case in out if case["name"] in wanted]
     return out
 
 

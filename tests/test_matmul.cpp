@@ -116,6 +116,15 @@ std::vector<value<e4m3>> random_e4m3(std::size_t size, unsigned seed) {
   return x;
 }
 
+// size fp32 values of either sign with random significands, in [2^(first - 127), 2^(first - 125)):
+// every bit below tf32's set somewhere.
+std::vector<float32> random_fp32(std::size_t size, unsigned seed, std::uint32_t first_exponent) {
+  std::mt19937 rng(seed);
+  std::vector<float32> x(size);
+  for (float32& v : x) v = float32::from_bits((rng() % 0x01000000u + (first_exponent << 23)) | (rng() & 1) << 31);
+  return x;
+}
+
 // D of the description read back from `json` (changed by `change`), for
 // inputs on which every field has work to do: K = 1000 in two splits, C with
 // alpha and beta, into fp32; or fp8 with block scales of both kinds.
@@ -124,11 +133,9 @@ std::vector<std::uint32_t> bits_of(const nlohmann::json& json, const matmul::gem
   const matmul::gemm_description d = matmul::gemm_from_json(json.dump());
   std::vector<std::uint32_t> out;
   const std::size_t m = 24, n = 136, k = 1000;
-  if (matmul::takes(base, fp32, fp32)) {  // fp32 with every bit below tf32's set somewhere
-    std::mt19937 rng(16);
-    std::vector<float32> a(m * k), b(k * n), c(m * n);
-    for (auto* x : {&a, &b, &c})
-      for (float32& v : *x) v = float32::from_bits((rng() % 0x01000000u + 0x3E800000u) | (rng() & 1) << 31);
+  if (matmul::takes(base, fp32, fp32)) {
+    const std::vector<float32> a = random_fp32(m * k, 16, 125), b = random_fp32(k * n, 17, 125),
+                               c = random_fp32(m * n, 18, 125);
     matmul::gemm_call<fp32, fp32, fp32> call;
     call.shape = {m, n, k}, call.a = a, call.b = b, call.c = c;
     call.alpha = from_host(0.7f), call.beta = from_host(1.3f);
@@ -275,10 +282,7 @@ TEST_CASE("matmul explain_output gives gemm's bits, through splits, promotion, b
   // fp32 on the tf32 unit, 3 splits of a ragged K, each split's partial tile first.
   {
     const std::size_t m = 4, n = 6, k = 700;
-    std::mt19937 rng(25);
-    std::vector<float32> a(m * k), b(k * n);
-    for (auto* x : {&a, &b})
-      for (float32& v : *x) v = float32::from_bits((rng() % 0x01000000u + 0x3F000000u) | (rng() & 1) << 31);
+    const std::vector<float32> a = random_fp32(m * k, 25, 126), b = random_fp32(k * n, 26, 126);
     matmul::gemm_call<fp32, fp32, fp32> call;
     call.shape = {m, n, k}, call.a = a, call.b = b;
     matmul::gemm_description d = matmul::find_gemm_preset("cublas_sm90_tf32");

@@ -17,18 +17,24 @@ def splits_of(case):
     return int(case["algorithm"]["numSplitsK"]) if "splitK" in case["kernels"][0][0] else None
 
 
+def case_operands(data_dir, case):
+    """A, B, the GPU's D, and the call's bias, or C with alpha and beta, from a case's folder."""
+    folder = data_dir / "matmul" / case["name"]
+    a, b, d = (np.load(folder / f"{x}.npy") for x in "abd")
+    extra = {}
+    if case["op"] == "linear":
+        extra["bias"] = np.load(folder / "bias.npy")
+    if case["op"] == "addmm":
+        extra.update(c=np.load(folder / "c.npy"), alpha=case["alpha"], beta=case["beta"])
+    return a, b, d, extra
+
+
 def test_matmul_replays_cublas(data_dir, compared):
     replayed = 0
     for case in captures(data_dir):
         if case["op"] == "scaled_mm" or not case["kernels"][0][0].startswith("nvjet_sm90"):
             continue
-        folder = data_dir / "matmul" / case["name"]
-        a, b, d = (np.load(folder / f"{x}.npy") for x in "abd")
-        extra = {}
-        if case["op"] == "linear":
-            extra["bias"] = np.load(folder / "bias.npy")
-        if case["op"] == "addmm":
-            extra.update(c=np.load(folder / "c.npy"), alpha=case["alpha"], beta=case["beta"])
+        a, b, d, extra = case_operands(data_dir, case)
         if case["out_dtype"] != case["dtype"]:
             extra["out_format"] = case["out_dtype"]
         model = bitexact.matmul(a, b, splits=splits_of(case), format=case["dtype"], **extra)
@@ -47,13 +53,7 @@ def test_matmul_replays_cublas_tf32(data_dir, compared):
         kernel = case["kernels"][0][0]
         preset = ("cublas_sm90_tf32_xmma" if "cutlass_80" not in kernel
                   else "cublas_sm90_tf32_k16" if "_16x6_" in kernel else "cublas_sm90_tf32")
-        folder = data_dir / "matmul" / case["name"]
-        a, b, d = (np.load(folder / f"{x}.npy") for x in "abd")
-        extra = {}
-        if case["op"] == "linear":
-            extra["bias"] = np.load(folder / "bias.npy")
-        if case["op"] == "addmm":
-            extra.update(c=np.load(folder / "c.npy"), alpha=case["alpha"], beta=case["beta"])
+        a, b, d, extra = case_operands(data_dir, case)
         splits = int(case["algorithm"].get("numSplitsK", 1))
         model = bitexact.matmul(a, b, preset=preset, splits=splits, format="fp32", **extra)
         np.testing.assert_array_equal(model, d.view(model.dtype), err_msg=case["name"])

@@ -201,25 +201,25 @@ __device__ __forceinline__ void barrier_wait(uint32_t barrier, uint32_t parity) 
       : "memory");
 }
 
-// One box of a 3-D tensor map (coordinates innermost first) into shared
+// One box of a 4-D tensor map (coordinates innermost first) into shared
 // memory, completing on barrier with its bytes; elements outside the
 // tensor arrive as zeros.
 __device__ __forceinline__ void copy_box(uint32_t destination, const CUtensorMap* map, uint32_t barrier, int x, int y,
-                                         int z) {
+                                         int z, int w) {
   asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
       "[%2];\n" ::"r"(destination),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(barrier), "r"(x), "r"(y), "r"(z)
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(barrier), "r"(x), "r"(y), "r"(z), "r"(w)
       : "memory");
 }
 
-// One box of shared memory into a 3-D tensor map (coordinates innermost
+// One box of shared memory into a 4-D tensor map (coordinates innermost
 // first); elements outside the tensor are not written. Completes in a bulk
 // group: commit, then wait for the reads before the shared memory is reused.
-__device__ __forceinline__ void store_box(const CUtensorMap* map, uint32_t source, int x, int y, int z) {
-  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+__device__ __forceinline__ void store_box(const CUtensorMap* map, uint32_t source, int x, int y, int z, int w) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
                    reinterpret_cast<uint64_t>(map)),
-               "r"(source), "r"(x), "r"(y), "r"(z)
+               "r"(source), "r"(x), "r"(y), "r"(z), "r"(w)
                : "memory");
 }
 __device__ __forceinline__ void store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }

@@ -26,8 +26,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 import torch.nn.functional as F
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, here)
-import bitexact_flash  # noqa: E402
+import bitexact.torch as bitexact_torch  # noqa: E402 (PYTHONPATH=build/python, or pip install)
 
 repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 B, H, N = 4, 16, 4096
@@ -79,7 +78,7 @@ for d in (64, 128):
                 F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
         def ours(structure, rule):
-            return lambda: bitexact_flash.run_forward(structure, q, k, v, causal, scale, rule, 2.0, 1e-3)
+            return lambda: bitexact_torch.flash_forward(q, k, v, causal, scale, rule, 2.0, 1e-3, structure)
 
         calls = {"flash": flash}
         for structure in ("fa2", "wgmma"):

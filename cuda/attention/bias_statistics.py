@@ -97,10 +97,10 @@ def kernels(args, dry):
     if dry:
         out = [("standard", "", reference_attention), ("pytorch_flash", "", reference_attention)]
         return out + [("stabilized", b, reference_attention) for b in betas]
-    import bitexact_flash
+    import bitexact.torch as bitexact_torch
 
     def ours(rule, beta):
-        return lambda q, k, v, scale: bitexact_flash.flash_forward(q, k, v, False, scale, rule, beta, args.eps)[0]
+        return lambda q, k, v, scale: bitexact_torch.flash_forward(q, k, v, False, scale, rule, beta, args.eps)[0]
 
     def pytorch(q, k, v, scale):
         return torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, False, False, scale=scale)[0]

@@ -43,8 +43,7 @@ from flash_attention import make_inputs, versions  # noqa: E402
 if len(sys.argv) != 2:
     sys.exit(__doc__)
 out = sys.argv[1]
-sys.path.insert(0, here)
-import bitexact_flash  # noqa: E402
+import bitexact.torch as bitexact_torch  # noqa: E402 (PYTHONPATH=build/python, or pip install)
 
 
 def single_split_heads(n):
@@ -101,10 +100,11 @@ for s in scenarios():
     scale = 1.0 / math.sqrt(s["d"]) if s["scale"] is None else s["scale"]
     ref_o, ref_lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, s["causal"], False,
                                                                         scale=s["scale"])[:2]
-    o, lse = bitexact_flash.flash_forward(q, k, v, s["causal"], scale, 0, 2.0, 1e-3)
-    o2, lse2 = bitexact_flash.flash_forward(q, k, v, s["causal"], scale, 0, 2.0, 1e-3)
-    so, slse = bitexact_flash.flash_forward(q, k, v, s["causal"], scale, 1, 2.0, 1e-3)
-    ao, alse = bitexact_flash.flash_forward(q, k, v, s["causal"], scale, 2, 2.0, 1e-3)
+    # The FA2 structure's three rules (the wgmma kernel's are compared with them below).
+    o, lse = bitexact_torch.flash_forward(q, k, v, s["causal"], scale, 0, 2.0, 1e-3, "fa2")
+    o2, lse2 = bitexact_torch.flash_forward(q, k, v, s["causal"], scale, 0, 2.0, 1e-3, "fa2")
+    so, slse = bitexact_torch.flash_forward(q, k, v, s["causal"], scale, 1, 2.0, 1e-3, "fa2")
+    ao, alse = bitexact_torch.flash_forward(q, k, v, s["causal"], scale, 2, 2.0, 1e-3, "fa2")
     torch.cuda.synchronize()
     bad_o = (o.view(torch.int16) != ref_o.view(torch.int16)).sum().item()
     bad_l = (lse.view(torch.int32) != ref_lse.view(torch.int32)).sum().item()
@@ -114,14 +114,14 @@ for s in scenarios():
     # The wgmma kernel: each rule's O and L against the FA2 structure's, the indicator's counts too.
     wgmma_bad = 0
     for rule, (fo, fl) in enumerate(((o, lse), (so, slse), (ao, alse))):
-        wo, wl = bitexact_flash.run_forward("wgmma", q, k, v, s["causal"], scale, rule, 2.0, 1e-3)
+        wo, wl = bitexact_torch.flash_forward(q, k, v, s["causal"], scale, rule, 2.0, 1e-3, "wgmma")
         wgmma_bad += differing(wo, fo) + differing(wl, fl)
         if rule == 0:
             totals["wgmma_vs_pytorch"] += differing(wo, ref_o) + differing(wl, ref_lse)
         totals["wgmma_elements"] += wo.numel() + wl.numel()
     if scale > 0:
-        fa2_ind = bitexact_flash.flash_forward_with_indicator(q, k, v, s["causal"], scale, 1e-3, "fa2")
-        wgmma_ind = bitexact_flash.flash_forward_with_indicator(q, k, v, s["causal"], scale, 1e-3, "wgmma")
+        fa2_ind = bitexact_torch.flash_forward_with_indicator(q, k, v, s["causal"], scale, 1e-3, "fa2")
+        wgmma_ind = bitexact_torch.flash_forward_with_indicator(q, k, v, s["causal"], scale, 1e-3, "wgmma")
         wgmma_bad += sum(differing(a, b) for a, b in zip(fa2_ind, wgmma_ind))
         totals["wgmma_elements"] += sum(x.numel() for x in wgmma_ind)
     totals["wgmma_mismatches"] += wgmma_bad
@@ -156,8 +156,8 @@ for shape in dict.fromkeys((c["head_dim"], c["keys"]) for c in cells):
     reference = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, False, False, scale=scale)[:2]
     bad = {}
     for rule in (0, 1, 2):
-        fa2 = bitexact_flash.run_forward("fa2", q, k, v, False, scale, rule, 2.0, 1e-3)
-        wgmma = bitexact_flash.run_forward("wgmma", q, k, v, False, scale, rule, 2.0, 1e-3)
+        fa2 = bitexact_torch.flash_forward(q, k, v, False, scale, rule, 2.0, 1e-3, "fa2")
+        wgmma = bitexact_torch.flash_forward(q, k, v, False, scale, rule, 2.0, 1e-3, "wgmma")
         pairs = {f"wgmma vs fa2, rule {rule}": (fa2, wgmma)}
         if rule == 0:
             pairs.update({"PyTorch vs fa2": (reference, fa2), "PyTorch vs wgmma": (reference, wgmma)})
@@ -179,12 +179,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 q, k, v = (torch.randn(2, 16, 1000, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
 with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
     reference = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-original, F.scaled_dot_product_attention = F.scaled_dot_product_attention, bitexact_flash.scaled_dot_product_attention
+original, F.scaled_dot_product_attention = F.scaled_dot_product_attention, bitexact_torch.scaled_dot_product_attention
 swapped = F.scaled_dot_product_attention(q, k, v, is_causal=True)
 F.scaled_dot_product_attention = original
 swap_bad = (swapped.view(torch.int16) != reference.view(torch.int16)).sum().item()
 totals["mismatches"] += swap_bad
-print(f"F.scaled_dot_product_attention swapped for bitexact_flash's: O {swapped.numel()} mismatches {swap_bad}")
+print(f"F.scaled_dot_product_attention swapped for bitexact.torch's: O {swapped.numel()} mismatches {swap_bad}")
 print(f"standard vs PyTorch: {len(manifest['scenarios'])} scenarios, {totals['o']} O and {totals['lse']} L elements, "
       f"mismatches {totals['mismatches']}; stabilized O differs from standard in {totals['stabilized_differs']}")
 print(f"wgmma kernel vs FA2 structure (standard, stabilized, across, indicator): {totals['wgmma_elements']} elements, "

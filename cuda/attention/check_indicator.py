@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The leading indicator from our standard kernel
-(bitexact_flash.flash_forward_with_indicator), checked on the device machine:
+(bitexact_torch.flash_forward_with_indicator), checked on the device machine:
 its O and L against the same kernel without the indicator (bit for bit), and
 its per-row counts against bitexact.repeated_max (attention/repeated_max.hpp,
 S from the emulator's tensor-core model, the single-split kernel) on heads
@@ -18,7 +18,7 @@ import torch
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 import bitexact  # noqa: E402
-import bitexact_flash  # noqa: E402
+import bitexact.torch as bitexact_torch  # noqa: E402
 
 EPS = 1e-3
 generator = torch.Generator(device="cuda").manual_seed(11)
@@ -42,8 +42,8 @@ for d in (64, 128):
         for sign in (1, -1):
             q, k, v = heads_with_ties(1, 3, 1000, 1000, d, sign)
             scale = d ** -0.5
-            o, lse, ones, repeated = bitexact_flash.flash_forward_with_indicator(q, k, v, causal, scale, EPS)
-            o0, lse0 = bitexact_flash.flash_forward(q, k, v, causal, scale, 0, 2.0, EPS)
+            o, lse, ones, repeated = bitexact_torch.flash_forward_with_indicator(q, k, v, causal, scale, EPS)
+            o0, lse0 = bitexact_torch.flash_forward(q, k, v, causal, scale, 0, 2.0, EPS)
             if not (torch.equal(o.view(torch.int16), o0.view(torch.int16)) and
                     torch.equal(lse.view(torch.int32), lse0.view(torch.int32))):
                 raise SystemExit(f"d {d} causal {causal}: O or L differ from the kernel without the indicator")
@@ -63,8 +63,8 @@ print(f"indicator vs bitexact.repeated_max: {heads_compared} heads, {rows_compar
 # Time: the kernel with the indicator against the kernel without it (median of 7, 20 calls each, in turns).
 for d in (64, 128):
     q, k, v = (torch.randn(4, 16, 4096, d, device="cuda", dtype=torch.bfloat16, generator=generator) for _ in range(3))
-    calls = {"standard": lambda: bitexact_flash.flash_forward(q, k, v, False, d ** -0.5, 0, 2.0, EPS),
-             "with indicator": lambda: bitexact_flash.flash_forward_with_indicator(q, k, v, False, d ** -0.5, EPS)}
+    calls = {"standard": lambda: bitexact_torch.flash_forward(q, k, v, False, d ** -0.5, 0, 2.0, EPS),
+             "with indicator": lambda: bitexact_torch.flash_forward_with_indicator(q, k, v, False, d ** -0.5, EPS)}
     times = {name: [] for name in calls}
     for call in calls.values():
         call()

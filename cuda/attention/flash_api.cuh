@@ -1,43 +1,41 @@
-// The host API of our kernels, over device pointers, for a kernel family
+// From the host API (flash_call.h) to a kernel family
 // Kernel<D, Causal, Rule, Count>::launch(params, heads, stream)
 // (flash_forward.cu: the FA2 structure; flash_forward_wgmma.cu:
-// warp-specialised wgmma): q [heads][query_rows][head_dim], k and v
-// [heads][key_rows][head_dim] (bf16 bit patterns, contiguous), o like q, lse
-// [heads][query_rows] (fp32, natural-log units). scale: the softmax scale as
-// the kernel takes it (PyTorch: float(1/sqrt(d))). stabilize: 0 PyTorch's
-// arithmetic (pytorch_sdpa_flash_sm90), 1 the paper's Algorithm 3 in each K/V
-// block with beta and eps (pytorch_sdpa_flash_sm90_stabilized), 2 the same
-// rule across blocks (pytorch_sdpa_flash_sm90_stabilized_across_blocks).
-// Returns 0, 1 for arguments it does not take (head_dim other than 64 or
-// 128, a count below 1, more than 65535 heads (the grid's y; the wgmma
-// kernel also counts its row blocks of all heads in an int), a null pointer,
-// stabilize other than 0, 1, 2, or 1 and 2 with a scale that is not positive
-// and finite or an eps that is not finite: the tie test looks at each row's
-// second largest score only, exact for those), 2 when the launch failed.
+// warp-specialised wgmma): the checks, the parameters the kernels read, and
+// the dispatch to the template for the head dim, mask and rule.
 #pragma once
 
+#include "flash_call.h"
 #include "flash_params.cuh"
 
 #include <cuda_runtime.h>
-#include <cmath>
-#include <cstdint>
 
 namespace flash {
 
-inline bool shapes_taken(const void* q, const void* k, const void* v, const void* o, const void* lse, int heads,
-                         int query_rows, int key_rows, int head_dim) {
-  return q && k && v && o && lse && heads >= 1 && heads <= 65535 && query_rows >= 1 && key_rows >= 1 &&
-         (head_dim == 64 || head_dim == 128);
+// The strides as the kernels read them; a dimension of extent 1 has none
+// that matters (PyTorch may give it any), and gets the dense one, a multiple
+// of 8 elements as the copy engine's tensor maps want every stride to be.
+inline tensor_strides device_strides(const call_strides& s, int batch, int heads, int rows, int head_dim) {
+  tensor_strides t{s.batch, s.head, s.row};
+  if (rows == 1) t.row = head_dim;
+  if (heads == 1) t.head = t.row * rows;
+  if (batch == 1) t.batch = t.head * heads;
+  return t;
 }
 
-inline bool tie_test_taken(float scale, float eps) { return scale > 0.f && std::isfinite(scale) && std::isfinite(eps); }
-
-inline forward_params make_params(const void* q, const void* k, const void* v, void* o, float* lse, int query_rows,
-                                  int key_rows, float scale, float beta, float eps) {
+inline forward_params make_params(const call& c) {
   // As PyTorch's set_params_fprop: float(double(scale) * log2(e)).
-  const float scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.44269504088896340736);
-  return {static_cast<const uint16_t*>(q), static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v),
-          static_cast<uint16_t*>(o), lse, query_rows, key_rows, scale, scale_log2, beta, eps};
+  const float scale_log2 = static_cast<float>(static_cast<double>(c.scale) * 1.44269504088896340736);
+  forward_params p{static_cast<const uint16_t*>(c.q), static_cast<const uint16_t*>(c.k),
+                   static_cast<const uint16_t*>(c.v), static_cast<uint16_t*>(c.o), c.lse, c.query_rows,
+                   c.key_rows, c.heads, c.heads / c.kv_heads,
+                   device_strides(c.q_strides, c.batch, c.heads, c.query_rows, c.head_dim),
+                   device_strides(c.k_strides, c.batch, c.kv_heads, c.key_rows, c.head_dim),
+                   device_strides(c.v_strides, c.batch, c.kv_heads, c.key_rows, c.head_dim),
+                   device_strides(c.o_strides, c.batch, c.heads, c.query_rows, c.head_dim), c.scale, scale_log2,
+                   c.beta, c.eps};
+  p.p_bar_ones = c.p_bar_ones, p.max_repeated = c.max_repeated;
+  return p;
 }
 
 template <template <int, bool, stabilization, bool> class Kernel, int D, bool Causal>
@@ -52,44 +50,19 @@ int launch_rule(const forward_params& p, int heads, stabilization rule, bool cou
   return 1;
 }
 
+// One call on a kernel family: 1 when call_refusal has a reason, else the launch's result.
 template <template <int, bool, stabilization, bool> class Kernel>
-int launch_kernel(const forward_params& p, int heads, int head_dim, bool causal, stabilization rule, bool count,
-                  cudaStream_t stream) {
-  if (head_dim == 64)
-    return causal ? launch_rule<Kernel, 64, true>(p, heads, rule, count, stream)
-                  : launch_rule<Kernel, 64, false>(p, heads, rule, count, stream);
-  return causal ? launch_rule<Kernel, 128, true>(p, heads, rule, count, stream)
-                : launch_rule<Kernel, 128, false>(p, heads, rule, count, stream);
-}
-
-template <template <int, bool, stabilization, bool> class Kernel>
-int forward(const void* q, const void* k, const void* v, void* o, float* lse, int heads, int query_rows,
-            int key_rows, int head_dim, int causal, float scale, int stabilize, float beta, float eps,
-            cudaStream_t stream) {
-  if (!shapes_taken(q, k, v, o, lse, heads, query_rows, key_rows, head_dim) || stabilize < 0 || stabilize > 2 ||
-      (stabilize && !tie_test_taken(scale, eps)))
-    return 1;
-  const forward_params p = make_params(q, k, v, o, lse, query_rows, key_rows, scale, beta, eps);
-  return launch_kernel<Kernel>(p, heads, head_dim, causal != 0, static_cast<stabilization>(stabilize), false, stream);
-}
-
-// The standard kernel (PyTorch's bits in o and lse) that also writes the
-// leading indicator of docs/bias.md per row, [heads][query_rows]: p_bar_ones,
-// the keys whose bf16 P-bar is exactly 1 as P V takes them (the count
-// attention/repeated_max.hpp gives for the single-split kernel), and
-// max_repeated, 1 when the row's two largest scores pass the paper's tie test
-// RN(RN(max - s) * scale) <= eps. Returns as forward, and 1 for a null count
-// pointer or a scale or eps that the tie test cannot take.
-template <template <int, bool, stabilization, bool> class Kernel>
-int forward_indicator(const void* q, const void* k, const void* v, void* o, float* lse, int heads, int query_rows,
-                      int key_rows, int head_dim, int causal, float scale, float eps, int32_t* p_bar_ones,
-                      int32_t* max_repeated, cudaStream_t stream) {
-  if (!p_bar_ones || !max_repeated || !shapes_taken(q, k, v, o, lse, heads, query_rows, key_rows, head_dim) ||
-      !tie_test_taken(scale, eps))
-    return 1;
-  forward_params p = make_params(q, k, v, o, lse, query_rows, key_rows, scale, 2.f, eps);
-  p.p_bar_ones = p_bar_ones, p.max_repeated = max_repeated;
-  return launch_kernel<Kernel>(p, heads, head_dim, causal != 0, stabilization::none, true, stream);
+int forward(const call& c, cudaStream_t stream) {
+  if (call_refusal(c)) return 1;
+  const forward_params p = make_params(c);
+  const int heads = c.batch * c.heads;
+  const auto rule = static_cast<stabilization>(c.stabilize);
+  const bool count = c.p_bar_ones != nullptr;
+  if (c.head_dim == 64)
+    return c.causal ? launch_rule<Kernel, 64, true>(p, heads, rule, count, stream)
+                    : launch_rule<Kernel, 64, false>(p, heads, rule, count, stream);
+  return c.causal ? launch_rule<Kernel, 128, true>(p, heads, rule, count, stream)
+                  : launch_rule<Kernel, 128, false>(p, heads, rule, count, stream);
 }
 
 }  // namespace flash

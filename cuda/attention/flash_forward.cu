@@ -61,15 +61,17 @@ struct tile_copy {
   __device__ __forceinline__ tile_copy()
       : row(threadIdx.x / chunks_per_row), column(threadIdx.x % chunks_per_row * 8), offset(tile_offset<Rows>(row, column)) {}
 
-  // Rows [first_row, first_row + Rows) of a [row_count][D] matrix; rows past
-  // row_count are zero (cp.async reads nothing for them).
-  __device__ __forceinline__ void operator()(uint32_t tile, const uint16_t* matrix, int first_row, int row_count) const {
-    const uint16_t* source = matrix + size_t(first_row + row) * D + column;
+  // Rows [first_row, first_row + Rows) of a [row_count][D] matrix whose rows
+  // lie row_stride elements apart; rows past row_count are zero (cp.async
+  // reads nothing for them).
+  __device__ __forceinline__ void operator()(uint32_t tile, const uint16_t* matrix, int first_row, int row_count,
+                                             int64_t row_stride) const {
+    const uint16_t* source = matrix + (first_row + row) * row_stride + column;
 #pragma unroll
     for (int pass = 0; pass < Rows / rows_per_pass; ++pass) {
       const bool inside = first_row + row + pass * rows_per_pass < row_count;
       asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(tile + offset + pass * rows_per_pass * 128),
-                   "l"(inside ? source + pass * rows_per_pass * D : matrix), "r"(inside ? 16 : 0));
+                   "l"(inside ? source + pass * rows_per_pass * row_stride : matrix), "r"(inside ? 16 : 0));
     }
     asm volatile("cp.async.commit_group;\n" ::);
   }
@@ -114,7 +116,7 @@ __device__ __forceinline__ void process_key_block(row_state<D, 2>& rs, const for
   const tile_lane<BN> v_lane(v_tile, lane % 8 + 8 * (lane / 8 % 2), lane / 16);
   const tile_copy<BN, D> copy;
   wait_copies_and_sync();  // K(n_block) has landed; nobody reads V(n_block + 1) any more
-  copy(v_tile, v_head, n_block * BN, p.key_rows);
+  copy(v_tile, v_head, n_block * BN, p.key_rows, p.v_strides.row);
 
   float s[2][BN / 8][4];
 #pragma unroll
@@ -142,7 +144,7 @@ __device__ __forceinline__ void process_key_block(row_state<D, 2>& rs, const for
   }
   if constexpr (Masking) mask_scores<BN, 2, Causal>(s, p, first_row, n_block);
   wait_copies_and_sync();  // V(n_block) has landed; nobody reads K(n_block) any more
-  if (n_block > 0) copy(k_tile, k_head, (n_block - 1) * BN, p.key_rows);
+  if (n_block > 0) copy(k_tile, k_head, (n_block - 1) * BN, p.key_rows, p.k_strides.row);
 
   float alpha[2][2];
   softmax_block<D, BN, 2, Causal, Rule, Count, Masking>(rs, s, alpha, p, first);
@@ -177,8 +179,8 @@ __global__ void __launch_bounds__(threads, 2) flash_forward_kernel(const forward
   const int m_block = Causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x, head = blockIdx.y;
   const int warp = threadIdx.x / 32;
   const int nq = p.query_rows, nk = p.key_rows;
-  const uint16_t* k_head = p.k + size_t(head) * nk * D;
-  const uint16_t* v_head = p.v + size_t(head) * nk * D;
+  const uint16_t* k_head = p.k + p.kv_offset(p.k_strides, head);
+  const uint16_t* v_head = p.v + p.kv_offset(p.v_strides, head);
   // Warp w owns rows 16w.. (slab 0) and 16w + 64.. (slab 1) of the row block.
   const int first_row[2] = {m_block * block_rows + warp * 16, m_block * block_rows + warp * 16 + 64};
   const key_block_range blocks = key_block_range::of<BN, Causal>(m_block, nq, nk);
@@ -186,8 +188,9 @@ __global__ void __launch_bounds__(threads, 2) flash_forward_kernel(const forward
   row_state<D, 2> rs;
   rs.clear();
   if (blocks.count > 0) {  // else every row is masked: O = 0, L = +inf, as FA2
-    tile_copy<block_rows, D>()(q_tile, p.q + size_t(head) * nq * D, m_block * block_rows, nq);
-    tile_copy<BN, D>()(k_tile, k_head, (blocks.count - 1) * BN, nk);
+    tile_copy<block_rows, D>()(q_tile, p.q + p.query_offset(p.q_strides, head), m_block * block_rows, nq,
+                               p.q_strides.row);
+    tile_copy<BN, D>()(k_tile, k_head, (blocks.count - 1) * BN, nk, p.k_strides.row);
   }
   int n_block = blocks.count - 1;
   for (int step = 0; step < blocks.masking_steps && n_block >= 0; ++step, --n_block)
@@ -215,18 +218,5 @@ struct fa2_structure {
 
 }  // namespace
 
-// The host API (its contract: flash_api.cuh).
-extern "C" int bitexact_flash_forward(const void* q, const void* k, const void* v, void* o, float* lse, int heads,
-                                      int query_rows, int key_rows, int head_dim, int causal, float scale,
-                                      int stabilize, float beta, float eps, cudaStream_t stream) {
-  return flash::forward<fa2_structure>(q, k, v, o, lse, heads, query_rows, key_rows, head_dim, causal, scale,
-                                       stabilize, beta, eps, stream);
-}
-
-extern "C" int bitexact_flash_forward_indicator(const void* q, const void* k, const void* v, void* o, float* lse,
-                                                int heads, int query_rows, int key_rows, int head_dim, int causal,
-                                                float scale, float eps, int32_t* p_bar_ones, int32_t* max_repeated,
-                                                cudaStream_t stream) {
-  return flash::forward_indicator<fa2_structure>(q, k, v, o, lse, heads, query_rows, key_rows, head_dim, causal,
-                                                 scale, eps, p_bar_ones, max_repeated, stream);
-}
+// The host API (its contract: flash_call.h).
+int flash::forward_fa2(const call& c, cudaStream_t stream) { return flash::forward<fa2_structure>(c, stream); }

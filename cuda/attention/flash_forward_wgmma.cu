@@ -1,5 +1,5 @@
 // The wgmma kernel's launch (the kernel: wgmma_kernel.cuh) and its host API
-// (the contract: flash_api.cuh).
+// (the contract: flash_call.h).
 #include "flash_api.cuh"
 #include "wgmma_kernel.cuh"
 
@@ -24,16 +24,17 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return encoder;
 }
 
-// [heads][rows][D] bf16 as a 3-D tensor, boxes of 64 columns x box_rows rows
-// of one head, 128-byte swizzled; rows past a head's end read as zeros (as
-// FA2's copies give them).
-bool head_map(CUtensorMap* map, const void* data, int heads, int rows, int D, int box_rows) {
+// [batch][heads][rows][D] bf16 at its strides as a 4-D tensor, boxes of 64
+// columns x box_rows rows of one head, 128-byte swizzled; rows past a head's
+// end read as zeros (as FA2's copies give them).
+bool head_map(CUtensorMap* map, const void* data, const tensor_strides& s, int batch, int heads, int rows, int D,
+              int box_rows) {
   const auto encode = tensor_map_encoder();
   if (!encode) return false;
-  const cuuint64_t dims[3] = {cuuint64_t(D), cuuint64_t(rows), cuuint64_t(heads)};
-  const cuuint64_t strides[2] = {cuuint64_t(D) * 2, cuuint64_t(rows) * D * 2};  // bytes, of dims 1 and 2
-  const cuuint32_t box[3] = {64, cuuint32_t(box_rows), 1}, element_strides[3] = {1, 1, 1};
-  return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(data), dims, strides, box,
+  const cuuint64_t dims[4] = {cuuint64_t(D), cuuint64_t(rows), cuuint64_t(heads), cuuint64_t(batch)};
+  const cuuint64_t strides[3] = {cuuint64_t(s.row) * 2, cuuint64_t(s.head) * 2, cuuint64_t(s.batch) * 2};  // bytes
+  const cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1}, element_strides[4] = {1, 1, 1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(data), dims, strides, box,
                 element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
@@ -42,9 +43,11 @@ bool head_map(CUtensorMap* map, const void* data, int heads, int rows, int D, in
 template <int D>
 bool make_tensor_maps(tensor_maps& maps, const forward_params& p, int heads) {
   using L = smem_layout<D>;
-  return head_map(&maps.q, p.q, heads, p.query_rows, D, L::rows) &&
-         head_map(&maps.k, p.k, heads, p.key_rows, D, L::BN) && head_map(&maps.v, p.v, heads, p.key_rows, D, L::BN) &&
-         head_map(&maps.o, p.o, heads, p.query_rows, D, consumer_rows);
+  const int batch = heads / p.heads, kv_heads = p.heads / p.kv_group;
+  return head_map(&maps.q, p.q, p.q_strides, batch, p.heads, p.query_rows, D, L::rows) &&
+         head_map(&maps.k, p.k, p.k_strides, batch, kv_heads, p.key_rows, D, L::BN) &&
+         head_map(&maps.v, p.v, p.v_strides, batch, kv_heads, p.key_rows, D, L::BN) &&
+         head_map(&maps.o, p.o, p.o_strides, batch, p.heads, p.query_rows, D, consumer_rows);
 }
 
 // The wgmma kernel of one head dim, mask and rule (flash::forward dispatches to it).
@@ -70,18 +73,5 @@ struct wgmma_structure {
 
 }  // namespace
 
-extern "C" int bitexact_flash_forward_wgmma(const void* q, const void* k, const void* v, void* o, float* lse,
-                                            int heads, int query_rows, int key_rows, int head_dim, int causal,
-                                            float scale, int stabilize, float beta, float eps, cudaStream_t stream) {
-  return flash::forward<wgmma_structure>(q, k, v, o, lse, heads, query_rows, key_rows, head_dim, causal, scale,
-                                         stabilize, beta, eps, stream);
-}
-
-extern "C" int bitexact_flash_forward_wgmma_indicator(const void* q, const void* k, const void* v, void* o,
-                                                      float* lse, int heads, int query_rows, int key_rows,
-                                                      int head_dim, int causal, float scale, float eps,
-                                                      int32_t* p_bar_ones, int32_t* max_repeated,
-                                                      cudaStream_t stream) {
-  return flash::forward_indicator<wgmma_structure>(q, k, v, o, lse, heads, query_rows, key_rows, head_dim, causal,
-                                                   scale, eps, p_bar_ones, max_repeated, stream);
-}
+// The host API (its contract: flash_call.h).
+int flash::forward_wgmma(const call& c, cudaStream_t stream) { return flash::forward<wgmma_structure>(c, stream); }

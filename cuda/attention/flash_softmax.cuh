@@ -381,7 +381,8 @@ template <int D, int Slabs, bool Count>
 __device__ __forceinline__ void write_rows(const row_state<D, Slabs>& rs, const forward_params& p, int head,
                                            const int (&first_row)[Slabs]) {
   finish_rows<D, Slabs, Count>(rs, p, head, first_row, [&](int slab, int row, int column, uint32_t pair) {
-    *reinterpret_cast<uint32_t*>(p.o + (size_t(head) * p.query_rows + first_row[slab] + row) * D + column) = pair;
+    *reinterpret_cast<uint32_t*>(p.o + p.query_offset(p.o_strides, head) +
+                                 (first_row[slab] + row) * p.o_strides.row + column) = pair;
   });
 }
 

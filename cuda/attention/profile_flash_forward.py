@@ -11,21 +11,20 @@ no mask), for Nsight Compute on the device machine; docs/performance.md's
         python3 cuda/attention/profile_flash_forward.py HEAD_DIM RULE STRUCTURE
 
 HEAD_DIM 64 or 128; RULE 0 (standard), 1 (stabilized), 2 (across blocks);
-STRUCTURE wgmma (default) or fa2 (bitexact_flash.STRUCTURES).
+STRUCTURE wgmma (default) or fa2 (bitexact.torch.STRUCTURES).
 """
 import os
 import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bitexact_flash  # noqa: E402
+import bitexact.torch as bitexact_torch  # noqa: E402 (PYTHONPATH=build/python, or pip install)
 
 if len(sys.argv) not in (3, 4):
     sys.exit(__doc__)
 d, rule = int(sys.argv[1]), int(sys.argv[2])
-structure = sys.argv[3] if len(sys.argv) == 4 else bitexact_flash.FASTEST
+structure = sys.argv[3] if len(sys.argv) == 4 else "wgmma"
 q, k, v = (torch.randn(4, 16, 4096, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
 for _ in range(3):
-    bitexact_flash.run_forward(structure, q, k, v, False, d ** -0.5, rule, 2.0, 1e-3)
+    bitexact_torch.flash_forward(q, k, v, False, d ** -0.5, rule, 2.0, 1e-3, structure)
 torch.cuda.synchronize()

@@ -9,15 +9,14 @@ each (no mask):
     compute-sanitizer --tool memcheck  python3 cuda/attention/sanitize_flash_forward.py
     compute-sanitizer --tool racecheck python3 cuda/attention/sanitize_flash_forward.py
 
-BITEXACT_FLASH_LIBRARY names the library (else bitexact_flash builds it).
+bitexact.torch must be importable (PYTHONPATH=build/python after a CMake build with PyTorch found).
 """
 import os
 import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bitexact_flash  # noqa: E402
+import bitexact.torch as bitexact_torch  # noqa: E402 (PYTHONPATH=build/python, or pip install)
 
 gen = torch.Generator().manual_seed(7)
 calls = 0
@@ -29,19 +28,19 @@ for d in (64, 128):
             k[0, 1, nk - 1, 1] = float("inf")
             v[0, 1, 0, 2] = float("-inf")
             q, k, v = (x.to("cuda", torch.bfloat16) for x in (q, k, v))
-            for structure in bitexact_flash.STRUCTURES:
+            for structure in bitexact_torch.STRUCTURES:
                 for stabilize in (0, 1, 2):
-                    bitexact_flash.run_forward(structure, q, k, v, causal, d ** -0.5, stabilize, 2.0, 1e-3)
+                    bitexact_torch.flash_forward(q, k, v, causal, d ** -0.5, stabilize, 2.0, 1e-3, structure)
                     calls += 1
-                bitexact_flash.flash_forward_with_indicator(q, k, v, causal, d ** -0.5, 1e-3, structure)
+                bitexact_torch.flash_forward_with_indicator(q, k, v, causal, d ** -0.5, 1e-3, structure)
                 calls += 1
 for d in (64, 128):
     for nq, nk in ((700, 700), (400, 900)):
         q, k, v = (torch.randn(1, 160, n, d, generator=gen).to("cuda", torch.bfloat16) for n in (nq, nk, nk))
         for stabilize in (0, 1, 2):
-            bitexact_flash.run_forward("wgmma", q, k, v, False, d ** -0.5, stabilize, 2.0, 1e-3)
+            bitexact_torch.flash_forward(q, k, v, False, d ** -0.5, stabilize, 2.0, 1e-3, "wgmma")
             calls += 1
-        bitexact_flash.flash_forward_with_indicator(q, k, v, False, d ** -0.5, 1e-3, "wgmma")
+        bitexact_torch.flash_forward_with_indicator(q, k, v, False, d ** -0.5, 1e-3, "wgmma")
         calls += 1
 torch.cuda.synchronize()
 print(f"{calls} calls done")

@@ -40,7 +40,8 @@ struct o_epilogue {
     if (leader()) {
 #pragma unroll
       for (int page = 0; page < L::pages; ++page)
-        hopper::store_box(map, tile + page * L::q_page, 64 * page, consumer_row, head);
+        hopper::store_box(map, tile + page * L::q_page, 64 * page, consumer_row, p.query_head_of(head),
+                          p.batch_of(head));
       hopper::store_commit();
     }
   }

@@ -60,8 +60,9 @@ __device__ __forceinline__ void produce(const forward_params& p, const tensor_ma
     const tile_schedule::tile tile = schedule.at<Causal>(k);
     const int visits = thread_block_visits<D, Causal>(p, tile.m_block);
     if (visits == 0) continue;
-    load_q<D>(q_slot<D>(base, q_loads++), &maps.q, tile.m_block, tile.head);
-    load_key_blocks<D>(base, loaded, visits, &maps.k, &maps.v, tile.head);
+    const int batch = p.batch_of(tile.head);
+    load_q<D>(q_slot<D>(base, q_loads++), &maps.q, tile.m_block, p.query_head_of(tile.head), batch);
+    load_key_blocks<D>(base, loaded, visits, &maps.k, &maps.v, p.kv_head_of(tile.head), batch);
     loaded += visits;
   }
 }

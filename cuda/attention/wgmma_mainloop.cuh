@@ -44,37 +44,37 @@ __device__ __forceinline__ key_block_range consumer_visits(const forward_params&
 // Q of a row block into its buffer, once the consumers of the row block
 // before last are done with it.
 template <int D>
-__device__ __forceinline__ void load_q(const q_slot<D>& q, const CUtensorMap* map, int m_block, int head) {
+__device__ __forceinline__ void load_q(const q_slot<D>& q, const CUtensorMap* map, int m_block, int head, int batch) {
   using L = smem_layout<D>;
   hopper::barrier_wait(q.empty, q.parity ^ 1);
   hopper::barrier_arrive_expect_bytes(q.full, L::q_bytes);
 #pragma unroll
   for (int page = 0; page < L::pages; ++page)
-    hopper::copy_box(q.tile + page * L::q_page, map, q.full, 64 * page, m_block * L::rows, head);
+    hopper::copy_box(q.tile + page * L::q_page, map, q.full, 64 * page, m_block * L::rows, head, batch);
 }
 
 // K or V block n_block into a stage's tile, once its consumers have handed it back.
 template <int D>
 __device__ __forceinline__ void load_key_block(uint32_t tile, uint32_t full, uint32_t empty, uint32_t parity,
-                                               const CUtensorMap* map, int n_block, int head) {
+                                               const CUtensorMap* map, int n_block, int head, int batch) {
   using L = smem_layout<D>;
   hopper::barrier_wait(empty, parity ^ 1);
   hopper::barrier_arrive_expect_bytes(full, L::kv_bytes);
 #pragma unroll
   for (int page = 0; page < L::pages; ++page)
-    hopper::copy_box(tile + page * L::kv_page, map, full, 64 * page, n_block * L::BN, head);
+    hopper::copy_box(tile + page * L::kv_page, map, full, 64 * page, n_block * L::BN, head, batch);
 }
 
 // A row block's K and V blocks, from the last to the first, into the ring's
 // slots from position `loaded`.
 template <int D>
 __device__ __forceinline__ void load_key_blocks(uint32_t base, int loaded, int visits, const CUtensorMap* k,
-                                                const CUtensorMap* v, int head) {
+                                                const CUtensorMap* v, int head, int batch) {
   for (int i = 0; i < visits; ++i) {
     const int n_block = visits - 1 - i;
     const kv_slot<D> slot(base, loaded + i);
-    load_key_block<D>(slot.k_tile, slot.barrier.k_full, slot.barrier.k_empty, slot.parity, k, n_block, head);
-    load_key_block<D>(slot.v_tile, slot.barrier.v_full, slot.barrier.v_empty, slot.parity, v, n_block, head);
+    load_key_block<D>(slot.k_tile, slot.barrier.k_full, slot.barrier.k_empty, slot.parity, k, n_block, head, batch);
+    load_key_block<D>(slot.v_tile, slot.barrier.v_full, slot.barrier.v_empty, slot.parity, v, n_block, head, batch);
   }
 }
 

@@ -2,7 +2,7 @@
 """A small GPT trained in bf16 three times on the same data from the same
 seed: with PyTorch's flash attention, with bitexact's standard kernel and with
 its stabilized kernel (the paper's Algorithm 3), the backward pass being
-PyTorch's flash backward each time (cuda/attention/bitexact_flash.py).
+PyTorch's flash backward each time (bitexact.torch).
 
 The standard kernel gives PyTorch flash's bits, so the first two loss curves
 must be equal bit for bit: the script says whether they are. Deterministic
@@ -13,12 +13,24 @@ The data is the Python standard library's own source, read as bytes (a
 256-token vocabulary), so the run needs nothing beyond PyTorch. Per step it
 records the loss (and its float32 bits), the step's time (forward, backward and
 optimizer, CUDA events) and the leading indicator of docs/bias.md over every
-layer (bitexact_flash.flash_forward_with_indicator on the step's Q, K, V,
+layer (bitexact_torch.flash_forward_with_indicator on the step's Q, K, V,
 computed outside the timed part). After training, the three models' step
 times are taken again, interleaved in rotating order on the same batches
-(--timing-rounds), and the overhead ratios come from those medians.
+(--timing-rounds), and the overhead ratios come from those medians; --profile
+adds a CPU profile of a few steps of each model (where the host's time goes,
+and how many copy kernels run).
 
-    python3 examples/train/train_gpt.py --out run.json [--steps 400]
+PyTorch's flash attention is what F.scaled_dot_product_attention runs with the
+other backends switched off once (no per-call context manager in the step).
+
+Under torchrun the models train with DistributedDataParallel, one GPU a
+process, each rank on its own batches; the losses recorded are rank 0's, and
+the bit-for-bit comparison covers every rank's.
+
+    PYTHONPATH=build/python python3 examples/train/train_gpt.py --out run.json [--steps 400]
+    PYTHONPATH=build/python python3 examples/train/train_gpt.py --out big.json --layers 12 --context 2048 \
+        --width 768 --heads 12 --batch 8 --steps 100
+    PYTHONPATH=build/python torchrun --nproc-per-node 2 examples/train/train_gpt.py --out ddp.json
     python3 examples/train/plot.py run.json docs/train/gpt_h100
 """
 import argparse
@@ -32,24 +44,19 @@ import sys
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS, before CUDA starts
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
+import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "cuda", "attention"))
-import bitexact_flash  # noqa: E402
+import bitexact.torch as bitexact_torch  # noqa: E402
 
-CONTEXT, LAYERS, WIDTH, HEADS = 1024, 4, 512, 8  # head dim 64
-
-
-def pytorch_flash(q, k, v, is_causal):
-    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
-
+# The GPT example's size (head dim 64); the options change it.
+CONTEXT, LAYERS, WIDTH, HEADS = 1024, 4, 512, 8
 
 ATTENTION = {
-    "pytorch_flash": pytorch_flash,
-    "standard": bitexact_flash.scaled_dot_product_attention,
-    "stabilized": bitexact_flash.stabilized(beta=2.0, eps=1e-3),
+    "pytorch_flash": F.scaled_dot_product_attention,
+    "standard": bitexact_torch.scaled_dot_product_attention,
+    "stabilized": bitexact_torch.stabilized(beta=2.0, eps=1e-3),
 }
 
 
@@ -106,11 +113,14 @@ def timed_step(model, optimizer, window):
     return loss.item(), begin.elapsed_time(end)
 
 
-def train(name, data, steps, batch, lr):
+def train(name, data, steps, batch, lr, rank):
     torch.manual_seed(0)
     model = GPT(ATTENTION[name]).cuda()
+    blocks = model.blocks
+    if dist.is_initialized():
+        model = DistributedDataParallel(model, device_ids=[torch.cuda.current_device()])
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
-    batches = torch.Generator().manual_seed(1)
+    batches = torch.Generator().manual_seed(1 + rank)
     log = {"loss": [], "loss_bits": [], "step_ms": [], "p_bar_ones_rows": [], "max_repeated_rows": []}
     for step in range(steps):
         for group in optimizer.param_groups:
@@ -123,51 +133,111 @@ def train(name, data, steps, batch, lr):
         log["step_ms"].append(ms)
         ones = repeated = 0
         with torch.no_grad():
-            for block in model.blocks:
-                _, _, p_bar_ones, max_repeated = bitexact_flash.flash_forward_with_indicator(*block.last_qkv, True)
+            for block in blocks:
+                _, _, p_bar_ones, max_repeated = bitexact_torch.flash_forward_with_indicator(*block.last_qkv, True)
                 ones += int((p_bar_ones >= 2).sum())
                 repeated += int(max_repeated.sum())
         log["p_bar_ones_rows"].append(ones)
         log["max_repeated_rows"].append(repeated)
-        if step % 50 == 0 or step == steps - 1:
+        if rank == 0 and (step % 50 == 0 or step == steps - 1):
             print(f"{name} step {step}: loss {value:.4f}, {log['step_ms'][-1]:.2f} ms, rows with P-bar = 1 twice {ones}, "
                   f"max repeated {repeated}", flush=True)
     return log, model, optimizer
 
 
-def step_times(trained, data, batch, rounds):
+def step_times(trained, data, batch, rounds, rank):
     """Each model's step time after training, the three interleaved in rotating
     order on the same batches, so that clock and thermal drift fall on all
-    three alike: the median per model, in ms."""
+    three alike: the median per model, in ms, and each model's step over
+    PyTorch flash's in the same round, the ratios' quartiles (a paired
+    comparison, which drift between rounds does not move)."""
     times = {name: [] for name in trained}
     names = list(trained)
-    batches = torch.Generator().manual_seed(2)
+    batches = torch.Generator().manual_seed(2 + rank)
     for r in range(rounds):
         start = torch.randint(0, len(data) - CONTEXT - 1, (batch,), generator=batches)
         window = torch.stack([data[s:s + CONTEXT + 1] for s in start.tolist()]).cuda()
         for name in names[r % len(names):] + names[:r % len(names)]:
             times[name].append(timed_step(*trained[name], window)[1])
-    return {name: statistics.median(t) for name, t in times.items()}
+    ratios = {name: statistics.quantiles([a / b for a, b in zip(t, times["pytorch_flash"])], n=4)
+              for name, t in times.items() if name != "pytorch_flash"}
+    return {name: statistics.median(t) for name, t in times.items()}, ratios
+
+
+def cpu_profile(trained, data, batch, steps=5):
+    """A few steps of each model under torch.profiler: per step, the host's time in the operators that
+    take the most of it (self CPU time), the CUDA kernels launched and, of them, the copies."""
+    from torch.profiler import ProfilerActivity, profile
+    batches = torch.Generator().manual_seed(3)
+    result = {}
+    for name, (model, optimizer) in trained.items():
+        windows = []
+        for _ in range(steps + 2):
+            start = torch.randint(0, len(data) - CONTEXT - 1, (batch,), generator=batches)
+            windows.append(torch.stack([data[s:s + CONTEXT + 1] for s in start.tolist()]).cuda())
+        for window in windows[:2]:
+            timed_step(model, optimizer, window)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for window in windows[2:]:
+                timed_step(model, optimizer, window)
+        events = prof.key_averages()
+        kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        top = sorted((e for e in events if e.device_type == torch.autograd.DeviceType.CPU),
+                     key=lambda e: e.self_cpu_time_total, reverse=True)[:12]
+        result[name] = {
+            "steps": steps,
+            "kernels_per_step": len(kernels) / steps,
+            "copy_kernels_per_step": sum("copy" in e.name.lower() for e in kernels) / steps,
+            "cpu_ms_per_step": sum(e.self_cpu_time_total for e in events
+                                   if e.device_type == torch.autograd.DeviceType.CPU) / 1000 / steps,
+            "top_self_cpu_us_per_step": {e.key: e.self_cpu_time_total / steps for e in top},
+        }
+    return result
 
 
 def main():
+    global CONTEXT, LAYERS, WIDTH, HEADS
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--timing-rounds", type=int, default=60)
+    parser.add_argument("--layers", type=int, default=LAYERS)
+    parser.add_argument("--context", type=int, default=CONTEXT)
+    parser.add_argument("--width", type=int, default=WIDTH)
+    parser.add_argument("--heads", type=int, default=HEADS)
+    parser.add_argument("--profile", action="store_true", help="a CPU profile of 5 steps of each model")
     args = parser.parse_args()
+    CONTEXT, LAYERS, WIDTH, HEADS = args.context, args.layers, args.width, args.heads
+    rank, world = 0, 1
+    if "WORLD_SIZE" in os.environ:  # torchrun
+        dist.init_process_group("nccl")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     torch.use_deterministic_algorithms(True)
+    # PyTorch's flash path without a context manager in the step: the other backends off.
+    torch.backends.cuda.enable_cudnn_sdp(False)
+    torch.backends.cuda.enable_mem_efficient_sdp(False)
+    torch.backends.cuda.enable_math_sdp(False)
     data, files = corpus()
     runs, trained = {}, {}
     for name in ATTENTION:
-        runs[name], *trained[name] = train(name, data, args.steps, args.batch, args.lr)
-    median = step_times(trained, data, args.batch, args.timing_rounds)
+        runs[name], *trained[name] = train(name, data, args.steps, args.batch, args.lr, rank)
+    median, paired = step_times(trained, data, args.batch, args.timing_rounds, rank)
     same = runs["pytorch_flash"]["loss_bits"] == runs["standard"]["loss_bits"]
+    if world > 1:  # every rank's curves, and rank 0's step times
+        agree = torch.tensor([int(same)], device="cuda")
+        dist.all_reduce(agree, op=dist.ReduceOp.MIN)
+        same = bool(agree.item())
+    profiled = cpu_profile(trained, data, args.batch) if args.profile else None
+    if world > 1:
+        dist.destroy_process_group()
+        if rank != 0:
+            sys.exit(0 if same else 1)
     props = torch.cuda.get_device_properties(0)
     summary = {
-        "gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
+        "gpu": props.name, "gpus": world, "torch": torch.__version__, "cuda": torch.version.cuda,
         "steps": args.steps, "batch": args.batch, "context": CONTEXT, "layers": LAYERS, "width": WIDTH,
         "heads": HEADS, "corpus_bytes": len(data), "corpus_files": files,
         "standard_equals_pytorch_flash_bitwise": same,
@@ -177,6 +247,9 @@ def main():
         "median_step_ms": median,
         "stabilized_over_standard": median["stabilized"] / median["standard"],
         "standard_over_pytorch_flash": median["standard"] / median["pytorch_flash"],
+        "stabilized_over_pytorch_flash": median["stabilized"] / median["pytorch_flash"],
+        "paired_ratio_quartiles_over_pytorch_flash": paired,
+        "cpu_profile": profiled,
     }
     json.dump({"summary": summary, "runs": runs}, open(args.out, "w"))
     print(json.dumps(summary, indent=1))

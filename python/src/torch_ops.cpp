@@ -1,0 +1,198 @@
+// Our flash-attention forward kernels (cuda/attention, their host API
+// flash_call.h) as PyTorch operators, torch.ops.bitexact.*, loaded by
+// bitexact/torch.py:
+//
+//   flash_forward(query, key, value, is_causal, scale, stabilize, beta, eps, structure) -> (O, L)
+//   flash_forward_indicator(query, key, value, is_causal, scale, eps, structure) -> (O, L, p_bar_ones, max_repeated)
+//
+// Their autograd is here too, in C++, so that a training step pays no Python
+// for them: the backward of every variant is PyTorch's own flash backward
+// (aten::_scaled_dot_product_flash_attention_backward) on the forward's O and
+// L, the paper's fix changing the forward alone. A Meta kernel gives
+// torch.compile and FakeTensor the outputs' shapes and strides.
+//
+// The kernels read the views a model hands to scaled_dot_product_attention
+// as they are ([B, N, H, d] transposed to [B, H, N, d], slices of a packed
+// QKV), so nothing is copied unless flash::layout_taken refuses a layout; O
+// is laid out [B, N, H, d] in memory, as PyTorch's flash backend lays it out,
+// so that the model's transpose back is free.
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+#include <string>
+#include <tuple>
+
+#include "../../cuda/attention/flash_call.h"
+
+namespace {
+
+using at::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+int structure_index(c10::string_view structure) {
+  if (structure == "wgmma") return 0;
+  if (structure == "fa2") return 1;
+  TORCH_CHECK_VALUE(false, "bitexact: structure must be 'wgmma' or 'fa2', not '", std::string(structure), "'");
+}
+
+void check_tensor(const char* name, const Tensor& t) {
+  TORCH_CHECK_VALUE(t.scalar_type() == at::kBFloat16 && t.dim() == 4 && t.stride(-1) == 1, "bitexact: ", name,
+                    " must be a bf16 tensor [B, H, N, d] with a unit stride on d; got ", c10::toString(t.scalar_type()),
+                    " of shape ", t.sizes(), " and strides ", t.strides());
+}
+
+void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
+  check_tensor("query", q);
+  check_tensor("key", k);
+  check_tensor("value", v);
+  TORCH_CHECK_VALUE(q.size(-1) == 64 || q.size(-1) == 128, "bitexact: head dim ", q.size(-1),
+                    " (the kernels take 64 and 128)");
+  TORCH_CHECK_VALUE(k.sizes() == v.sizes() && k.size(0) == q.size(0) && k.size(3) == q.size(3) && k.size(1) >= 1 &&
+                        q.size(1) % k.size(1) == 0,
+                    "bitexact: key and value must be [B, H_kv, N_k, d] with the query's B and d and H_kv dividing its "
+                    "H; got query ", q.sizes(), ", key ", k.sizes(), ", value ", v.sizes());
+  TORCH_CHECK_VALUE(k.device() == q.device() && v.device() == q.device(),
+                    "bitexact: query, key and value on one device");
+}
+
+// O in the memory order [B, N, H, d] seen as [B, H, N, d], and L [B, H, N] fp32.
+std::tuple<Tensor, Tensor> outputs_for(const Tensor& q) {
+  const auto B = q.size(0), H = q.size(1), N = q.size(2), d = q.size(3);
+  return {at::empty({B, N, H, d}, q.options()).transpose(1, 2), at::empty({B, H, N}, q.options().dtype(at::kFloat))};
+}
+
+flash::call_strides strides_of(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
+
+// t itself when the kernels read its layout, else a dense copy (same values, so the same bits).
+Tensor readable(const Tensor& t) {
+  return flash::layout_taken(t.data_ptr(), strides_of(t), int(t.size(0)), int(t.size(1)), int(t.size(2)))
+             ? t
+             : t.clone(at::MemoryFormat::Contiguous);
+}
+
+void launch(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& o, const Tensor& lse,
+            bool is_causal, double scale, int64_t stabilize, double beta, double eps, c10::string_view structure,
+            int32_t* p_bar_ones, int32_t* max_repeated) {
+  TORCH_CHECK(query.is_cuda(), "bitexact: the kernels run on CUDA tensors; got ", query.device());
+  const int which = structure_index(structure);
+  const Tensor q = readable(query), k = readable(key), v = readable(value);
+  const c10::cuda::CUDAGuard device(q.device());
+  flash::call c{q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr<float>(),
+                int(q.size(0)), int(q.size(1)), int(k.size(1)), int(q.size(2)), int(k.size(2)), int(q.size(3)),
+                strides_of(q), strides_of(k), strides_of(v), strides_of(o), is_causal, float(scale),
+                int(stabilize), float(beta), float(eps), p_bar_ones, max_repeated};
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  const int rc = which == 0 ? flash::forward_wgmma(c, stream) : flash::forward_fa2(c, stream);
+  const char* refusal = flash::call_refusal(c);
+  TORCH_CHECK(rc != 1, "bitexact: the kernels do not take this call: ", refusal ? refusal : "arguments refused");
+  TORCH_CHECK(rc == 0, "bitexact: the kernel's launch failed: ", cudaGetErrorString(cudaGetLastError()));
+}
+
+std::tuple<Tensor, Tensor> flash_forward_cuda(const Tensor& query, const Tensor& key, const Tensor& value,
+                                              bool is_causal, double scale, int64_t stabilize, double beta,
+                                              double eps, c10::string_view structure) {
+  check_inputs(query, key, value);
+  auto [o, lse] = outputs_for(query);
+  launch(query, key, value, o, lse, is_causal, scale, stabilize, beta, eps, structure, nullptr, nullptr);
+  return {o, lse};
+}
+
+// Tensors elsewhere than on a CUDA device: one line, where the dispatcher would list every backend.
+std::tuple<Tensor, Tensor> flash_forward_elsewhere(const Tensor& query, const Tensor&, const Tensor&, bool, double,
+                                                   int64_t, double, double, c10::string_view) {
+  TORCH_CHECK_VALUE(false, "bitexact: the kernels run on CUDA tensors; got ", query.device());
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> flash_forward_indicator_elsewhere(const Tensor& query, const Tensor&,
+                                                                             const Tensor&, bool, double, double,
+                                                                             c10::string_view) {
+  TORCH_CHECK_VALUE(false, "bitexact: the kernels run on CUDA tensors; got ", query.device());
+}
+
+std::tuple<Tensor, Tensor> flash_forward_meta(const Tensor& query, const Tensor& key, const Tensor& value, bool,
+                                              double, int64_t, double, double, c10::string_view structure) {
+  check_inputs(query, key, value);
+  structure_index(structure);
+  return outputs_for(query);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> flash_forward_indicator_cuda(const Tensor& query, const Tensor& key,
+                                                                        const Tensor& value, bool is_causal,
+                                                                        double scale, double eps,
+                                                                        c10::string_view structure) {
+  check_inputs(query, key, value);
+  auto [o, lse] = outputs_for(query);
+  Tensor p_bar_ones = at::empty(lse.sizes(), lse.options().dtype(at::kInt));
+  Tensor max_repeated = at::empty_like(p_bar_ones);
+  launch(query, key, value, o, lse, is_causal, scale, 0, 2.0, eps, structure, p_bar_ones.data_ptr<int32_t>(),
+         max_repeated.data_ptr<int32_t>());
+  return {o, lse, p_bar_ones, max_repeated};
+}
+
+class flash_attention : public torch::autograd::Function<flash_attention> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const Tensor& query, const Tensor& key, const Tensor& value,
+                               bool is_causal, double scale, int64_t stabilize, double beta, double eps,
+                               c10::string_view structure) {
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("bitexact::flash_forward", "")
+                               .typed<decltype(flash_forward_cuda)>();
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    auto [o, lse] = op.call(query, key, value, is_causal, scale, stabilize, beta, eps, structure);
+    ctx->save_for_backward({query, key, value, o, lse});
+    ctx->saved_data["is_causal"] = is_causal;
+    ctx->saved_data["scale"] = scale;
+    ctx->mark_non_differentiable({lse});
+    return {o, lse};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const Tensor& grad_o = grads[0];
+    if (!grad_o.defined()) return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+    const variable_list saved = ctx->get_saved_variables();
+    const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &o = saved[3], &lse = saved[4];
+    // Dense, no dropout: no cumulative lengths and no RNG state (undefined
+    // tensors, as the flash forward returns them); grouped K/V heads are the
+    // flash backward's own (it sums each group's dK and dV).
+    auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_backward(
+        grad_o.stride(-1) == 1 ? grad_o : grad_o.contiguous(), q, k, v, o, lse, Tensor(), Tensor(), q.size(2),
+        k.size(2), 0.0, ctx->saved_data["is_causal"].toBool(), Tensor(), Tensor(),
+        ctx->saved_data["scale"].toDouble());
+    return {dq, dk, dv, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+std::tuple<Tensor, Tensor> flash_forward_autograd(const Tensor& query, const Tensor& key, const Tensor& value,
+                                                  bool is_causal, double scale, int64_t stabilize, double beta,
+                                                  double eps, c10::string_view structure) {
+  const variable_list out =
+      flash_attention::apply(query, key, value, is_causal, scale, stabilize, beta, eps, structure);
+  return {out[0], out[1]};
+}
+
+}  // namespace
+
+TORCH_LIBRARY(bitexact, m) {
+  m.def("flash_forward(Tensor query, Tensor key, Tensor value, bool is_causal, float scale, int stabilize=0, "
+        "float beta=2.0, float eps=0.001, str structure='wgmma') -> (Tensor, Tensor)");
+  m.def("flash_forward_indicator(Tensor query, Tensor key, Tensor value, bool is_causal, float scale, "
+        "float eps=0.001, str structure='wgmma') -> (Tensor, Tensor, Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(bitexact, CUDA, m) {
+  m.impl("flash_forward", &flash_forward_cuda);
+  m.impl("flash_forward_indicator", &flash_forward_indicator_cuda);
+}
+
+TORCH_LIBRARY_IMPL(bitexact, CPU, m) {
+  m.impl("flash_forward", &flash_forward_elsewhere);
+  m.impl("flash_forward_indicator", &flash_forward_indicator_elsewhere);
+}
+
+TORCH_LIBRARY_IMPL(bitexact, Meta, m) { m.impl("flash_forward", &flash_forward_meta); }
+
+TORCH_LIBRARY_IMPL(bitexact, Autograd, m) { m.impl("flash_forward", &flash_forward_autograd); }

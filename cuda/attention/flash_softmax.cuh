@@ -380,9 +380,9 @@ __device__ __forceinline__ void finish_rows(const row_state<D, Slabs>& rs, const
 template <int D, int Slabs, bool Count>
 __device__ __forceinline__ void write_rows(const row_state<D, Slabs>& rs, const forward_params& p, int head,
                                            const int (&first_row)[Slabs]) {
+  uint16_t* const o_head = p.o + p.query_offset(p.o_strides, head);  // once: the offset divides
   finish_rows<D, Slabs, Count>(rs, p, head, first_row, [&](int slab, int row, int column, uint32_t pair) {
-    *reinterpret_cast<uint32_t*>(p.o + p.query_offset(p.o_strides, head) +
-                                 (first_row[slab] + row) * p.o_strides.row + column) = pair;
+    *reinterpret_cast<uint32_t*>(o_head + (first_row[slab] + row) * p.o_strides.row + column) = pair;
   });
 }
 

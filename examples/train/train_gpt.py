@@ -191,6 +191,11 @@ def cpu_profile(trained, data, batch, steps=5):
             "cpu_ms_per_step": sum(e.self_cpu_time_total for e in events
                                    if e.device_type == torch.autograd.DeviceType.CPU) / 1000 / steps,
             "top_self_cpu_us_per_step": {e.key: e.self_cpu_time_total / steps for e in top},
+            # The attention's own operators and autograd nodes: host time spent in them and below them.
+            "attention_cpu_us_per_step": {
+                e.key: {"calls": e.count / steps, "total": e.cpu_time_total / steps, "self": e.self_cpu_time_total / steps}
+                for e in events if e.device_type == torch.autograd.DeviceType.CPU and
+                any(word in e.key.lower() for word in ("flash", "bitexact", "scaled_dot_product"))},
         }
     return result
 

@@ -36,3 +36,18 @@ def test_pytorch_float32_to_bf16_rounds_as_the_model(compared):
     x = torch.randn(200_000, generator=generator) * 1e3
     expected = bitexact.from_float32(x.numpy(), "bf16")
     assert compared(assert_bitexact(x.to(torch.bfloat16), expected, format="bf16")) == x.numel()
+
+
+def test_an_install_without_the_gpu_kernels_says_how_to_get_them():
+    """bitexact.torch's operators are built only where nvcc and a CUDA PyTorch were found at install
+    time; elsewhere importing it is one ImportError naming the install command. Where they are built,
+    cuda/attention/check_torch_operators.py checks them on a GPU."""
+    import glob
+    import importlib
+    import os
+
+    if glob.glob(os.path.join(os.path.dirname(bitexact.__file__), "_bitexact_torch*.so")):
+        pytest.skip("bitexact.torch is built here: cuda/attention/check_torch_operators.py checks it on a GPU")
+    with pytest.raises(ImportError, match=r"^bitexact.torch: this install has no GPU kernels .*pip install "
+                                          r"--no-build-isolation \.$"):
+        importlib.import_module("bitexact.torch")

@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include <unistd.h>
+
 #include <bitexact/core/environment.hpp>
 #include <bitexact/core/names.hpp>
 #include <bitexact/trace/parse.hpp>
@@ -29,6 +31,8 @@ using arguments = std::vector<std::string_view>;
 
 // Bad arguments of any kind end here: one line on stderr, status 2.
 [[noreturn]] inline void fail(const std::string& message) {
+  // A progress line (progress_line) may be on the terminal: the message takes its place.
+  if (isatty(fileno(stderr)) == 1) std::fputs("\r\033[K", stderr);
   std::fprintf(stderr, "bitexact: error: %s\n", message.c_str());
   std::exit(2);
 }

@@ -34,7 +34,7 @@ std::vector<double> scales_telling_the_rules_apart() {
     kernel_description d = pytorch_sdpa_flash_sm90_description();
     for (const auto& [name, rule] : json_names::scale_log2_sources) {
       d.scale_log2_from = rule;
-      c.push_back(resolve(d, {1, 1, 16, 16, 64, false}, {scale, default_gpu(), 1}).scale_log2.bits);
+      c.push_back(resolve(d, {1, 1, 16, 16, 64, false}, {scale, default_gpu(), 1, {}}).scale_log2.bits);
     }
     bool useful = false;
     for (int a = 0; a < rules; ++a)

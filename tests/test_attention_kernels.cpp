@@ -79,7 +79,7 @@ std::pair<std::uint64_t, std::uint64_t> replay(const kernel_description& descrip
     const auto expected_o = read_bf16(head + "o_" + kernel + ".npy", rows * d);
     const npy::array expected_lse = npy::read(head + "lse_" + kernel + ".npy");
     REQUIRE(expected_lse.element_count() >= rows);
-    const attention_output out = flash_forward(resolve(description, c.shape, {c.scale, default_gpu(), {}}), c.shape, q, k, v);
+    const attention_output out = flash_forward(resolve(description, c.shape, {c.scale, default_gpu(), {}, {}}), c.shape, q, k, v);
     std::uint64_t bad = 0;
     for (std::size_t i = 0; i < rows * d; ++i) bad += out.o[i] != expected_o[i];
     for (std::size_t i = 0; i < rows; ++i) bad += out.lse[i].bits != expected_lse.word(i);
@@ -140,7 +140,7 @@ TEST_SUITE("attention") {
     // FlexAttention's decoding kernel runs below 128 query rows: refused, not computed.
     CHECK_THROWS_WITH_AS(resolve(flex_attention_sm90_description(), {1, 1, 17, 17, 64, false}),
                          doctest::Contains("min_query_rows"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(resolve(flex_attention_sm90_description(), {1, 1, 128, 128, 64, false}, {{}, default_gpu(), 2}),
+    CHECK_THROWS_WITH_AS(resolve(flex_attention_sm90_description(), {1, 1, 128, 128, 64, false}, {{}, default_gpu(), 2, {}}),
                          doctest::Contains("no split-KV path"), std::invalid_argument);
   }
 

@@ -77,7 +77,6 @@ def pack(dest, specs):
                 sys.exit(f"{spec}: a causal case keeps rows from 0 (and keys up to ROWS)")
             k, v = k[:rows], v[:rows]
         q, o, stats = q[first:first + rows], o[first:first + rows], stats[first:first + rows]
-        name = f"n{n}_d{d}_{'causal' if c['causal'] else 'full'}{case[len(f'd{d}_full'):] if case.startswith(f'd{d}_full') else ''}"
         name = f"{case}_n{n}_h{head}_rows{first}-{first + rows - 1}"
         os.makedirs(os.path.join(dest, name), exist_ok=True)
         scales = " ".join(f32_hex(arrays[f"{case}/{s}"]) for s in SCALES)

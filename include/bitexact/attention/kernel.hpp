@@ -217,7 +217,7 @@ inline void check_precision_fields(const flash_kernel& kernel) {
            " inputs (sm90 and sm90_k8 take bf16, sm90_fp8 e4m3 and e5m2)");
   if (kernel.inputs == bf16) {
     if (kernel.p_format != bf16) refuse("p_rounding to e4m3 needs fp8 inputs (bf16 inputs take P as bf16)");
-    if (kernel.o_format != bf16) refuse("o_format e4m3 needs fp8 inputs");
+    if (kernel.o_format != bf16) refuse("o_rounding to e4m3 needs fp8 inputs");
     if (kernel.p_scale_rule != p_scaling::none) refuse("p_scale lg2_offset is modelled with fp8 inputs only");
     if (kernel.row_sum == row_sum_rule::thread_block_sums_descaled_fma)
       refuse("row_sum thread_block_sums_descaled_fma goes with p_scale lg2_offset (fp8 inputs)");
@@ -226,7 +226,7 @@ inline void check_precision_fields(const flash_kernel& kernel) {
   // fp8: cuDNN's recipe, field by field (cuda/capture/README.md); no other capture shows another.
   const std::string fp8 = "with " + std::string(name_of(kernel.inputs)) + " inputs ";
   if (kernel.p_format != e4m3) refuse("p_rounding must be cvt.rn.satfinite.e4m3x2.f32 " + fp8 + "(the one modelled)");
-  if (kernel.o_format != e4m3) refuse("o_format must be e4m3 " + fp8 + "(cuDNN's fp8 O on sm_90)");
+  if (kernel.o_format != e4m3) refuse("o_rounding must be cvt.rn.satfinite.e4m3x2.f32 " + fp8 + "(cuDNN's fp8 O on sm_90)");
   if (kernel.p_scale_rule != p_scaling::lg2_offset) refuse("p_scale must be lg2_offset " + fp8 + "(the one modelled)");
   if (kernel.row_sum != row_sum_rule::thread_block_sums_descaled_fma)
     refuse("row_sum must be thread_block_sums_descaled_fma " + fp8 + "(it undoes p_scale)");

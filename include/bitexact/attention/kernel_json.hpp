@@ -179,6 +179,9 @@ inline kernel_description kernel_from_json(std::string_view text) {
     detail::description_error("lse_units", "lse_formula flash2 is in natural units");
   if (a.placement != scale_placement::scores && a.lse == lse_formula::max_over_log2e_plus_logf)
     detail::description_error("lse_formula", "max_over_log2e_plus_logf divides by log2_e: scale_placement scores");
+  if (is_fp8(a.inputs) && !scores_scaled && d.scale_log2_from != scale_log2_source::float_product)
+    detail::description_error("scale_log2_from", "fp8 inputs fold their descales into the exponent's scale as "
+                                                 "float_product does; write float_product");
   try {
     check_arithmetic_fields(a);
   } catch (const std::invalid_argument& e) {

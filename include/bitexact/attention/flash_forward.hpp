@@ -1,5 +1,7 @@
-// The flash-attention forward pass (FlashAttention-2, bf16 in, fp32
-// accumulate) emulated from the hardware models: tensor-core steps for Q K^T
+// The flash-attention forward pass (FlashAttention-2 and the kernels its
+// description fields express: bf16 in, or fp8 (e4m3/e5m2) on the fp8 tensor
+// core as cuDNN's fp8 kernel; fp32 accumulate) emulated from the hardware
+// models: tensor-core steps for Q K^T
 // and P V, MUFU.EX2 for the exponentials, fp32 ALU operations for everything
 // between, in the order and with the roundings of the kernel it reproduces.
 // Nothing here rounds by itself: every rounding is one of the hardware models'.

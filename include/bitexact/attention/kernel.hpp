@@ -236,6 +236,10 @@ inline void check_precision_fields(const flash_kernel& kernel) {
     refuse("normalization must be rcp.approx.ftz.f32 " + fp8 + "(o_scale enters with the reciprocal)");
   if (kernel.lse != lse_formula::max_ln2_plus_lg2_ln2)
     refuse("lse_formula must be max_ln2_plus_lg2_ln2 " + fp8 + "(the one modelled)");
+  // A subnormal P is 0 in e4m3, and the .ftz sums and products flush it: FTZ on the exponential shows nowhere.
+  if (kernel.exponential != exponential_unit::ex2_approx_ftz_f32)
+    refuse("exponential ex2.approx.f32 gives the bits of ex2.approx.ftz.f32 " + fp8 +
+           "(a subnormal P is 0 in e4m3 and flushed by the .ftz sums): write ex2.approx.ftz.f32");
 }
 
 // The combinations of a flash_kernel's arithmetic fields the emulator

@@ -127,6 +127,33 @@ TEST_SUITE("attention") {
     CHECK(count.stats_missed == 0);
   }
 
+  TEST_CASE("fp8 threads: every committed case the same bits on 2, 3 threads and one per core as on 1") {
+    const kernel_description preset = find_kernel("cudnn_sdpa_fp8_sm90");
+    std::size_t compared = 0;
+    for (const fp8_case& c : fp8_cases()) {
+      call_options call;
+      for (std::size_t i = 0; i < c.scales.size(); ++i) call.fp8.*fp8_scale_fields[i] = c.scales[i];
+      const flash_kernel kernel = resolve(preset, c.shape, call);
+      const auto bits = [&](unsigned threads) {
+        std::vector<float8_e4m3> o(c.o.size());
+        std::vector<float32> stats(c.stats.size());
+        flash_forward_head(kernel, c.shape, std::span<const std::uint8_t>(c.q), std::span<const std::uint8_t>(c.k),
+                           std::span<const std::uint8_t>(c.v), std::span<float8_e4m3>(o), std::span<float32>(stats),
+                           no_observer{}, threads);
+        std::vector<std::uint32_t> out;
+        for (const float8_e4m3 x : o) out.push_back(x.bits);
+        for (const float32 x : stats) out.push_back(x.bits);
+        return out;
+      };
+      const std::vector<std::uint32_t> one = bits(1);
+      for (const unsigned threads : {2u, 3u, 0u}) {
+        CHECK(bits(threads) == one);
+        compared += one.size();
+      }
+    }
+    CHECK(compared == 3 * (176128 + 1856));
+  }
+
   TEST_CASE("fp8 ablations: each rule of cudnn_sdpa_fp8_sm90 changed misses committed bits") {
     const kernel_description preset = find_kernel("cudnn_sdpa_fp8_sm90");
     struct ablation {

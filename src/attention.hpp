@@ -58,7 +58,9 @@ struct attention_options {
 struct operand_tensor {
   std::vector<std::size_t> file_shape;
   std::size_t batch = 1, heads = 1, rows = 0, head_dim = 0;
-  std::vector<bfloat16> values;
+  std::vector<bfloat16> values;         // bf16 files
+  std::vector<std::uint8_t> fp8_bits;   // uint8 files: fp8 bit patterns (e4m3 or e5m2, as the kernel says)
+  bool fp8() const { return values.empty(); }
 };
 
 // One element of O: its head (b * H + h), row and column.
@@ -81,12 +83,14 @@ struct attention_problem {
 // What a preset computed: bit patterns (O bf16, L float32), or doubles for paper_reference_fp64.
 struct attention_result {
   attention::attention_output bits;
+  std::vector<float8_e4m3> o8;  // an fp8 kernel's O (bits.o empty)
   std::vector<double> o, lse;
 };
 
 // The expected values, read and checked before the (long) computation.
 struct expectations {
   std::optional<std::vector<bfloat16>> o;
+  std::optional<std::vector<float8_e4m3>> o8;  // an fp8 kernel's O: uint8 e4m3 bit patterns
   std::optional<std::vector<float32>> lse;  // N rows a head; a padded file's padding checked and dropped
   std::size_t lse_padded_rows = 0;          // the file's rows a head when padded (the memory-efficient backend's)
 };
@@ -100,6 +104,7 @@ void write_outputs(const attention_problem& p, const attention_result& computed)
 
 // attention_forward.cpp
 [[noreturn]] void fail_call(const attention::call_error& error);
+void check_operand_formats(const attention_problem& p);
 attention_problem read_problem(const attention_options& options);
 attention_result compute(const attention_problem& p);
 int forward_pass(const attention_options& options);

@@ -126,6 +126,9 @@ int compare_kernels(const attention_options& options) {
     attention_options one = options;
     one.call.model = options.compare[side];
     problems[side] = read_problem(one);
+    if (problems[side].call.fp8())
+      fail("attention: --compare follows the rows of bf16 kernels; " + problems[side].options.call.model.name() +
+           " computes in fp8: run each kernel with --out-o and compare the files");
   }
   const attention_problem& p = problems[0];
   std::printf("attention: Q %s, K and V %s, %s\n", shape_text(p.q.file_shape).c_str(), shape_text(p.k.file_shape).c_str(),

@@ -46,6 +46,11 @@ operand_tensor read_operand(const std::string& path, std::string_view name) {
       t.batch * t.heads > most || t.rows > most)
     fail(printable(path) + ": " + std::string(name) + " has shape " + shape_text(array.shape) +
          "; every extent must be at least 1 (and N at most 2^30)");
+  if (array.descr == "<u1") {  // fp8 bit patterns (x.view(torch.uint8)); read_problem checks the kernel takes them
+    t.fp8_bits.resize(array.element_count());
+    for (std::size_t i = 0; i < t.fp8_bits.size(); ++i) t.fp8_bits[i] = static_cast<std::uint8_t>(array.word(i));
+    return t;
+  }
   t.values = bf16_elements(array, path);
   return t;
 }
@@ -63,7 +68,15 @@ expectations read_expectations(const attention_problem& p) {
     if (array.shape != p.q.file_shape)
       fail(printable(path) + ": O has shape " + shape_text(array.shape) + "; expected Q's shape " +
            shape_text(p.q.file_shape));
-    expected.o = bf16_elements(array, path);
+    if (p.call.fp8()) {
+      if (array.descr != "<u1")
+        fail(printable(path) + ": element type '" + array.descr + "' is not uint8; " + p.call.call.model.name() +
+             "'s O is e4m3, compared as uint8 bit patterns (o.view(torch.uint8))");
+      expected.o8.emplace(array.element_count());
+      for (std::size_t i = 0; i < expected.o8->size(); ++i) (*expected.o8)[i] = float8_e4m3::from_bits(array.word(i));
+    } else {
+      expected.o = bf16_elements(array, path);
+    }
   }
   if (!p.options.expect_lse.empty()) {
     const std::string& path = p.options.expect_lse;
@@ -106,7 +119,11 @@ void write_outputs(const attention_problem& p, const attention_result& computed)
       if (!p.options.out_lse.empty()) npy::write(p.options.out_lse, "<f8", lse_shape(p), computed.lse.data());
       return;
     }
-    if (!p.options.out_o.empty()) {
+    if (!p.options.out_o.empty() && p.call.fp8()) {
+      std::vector<std::uint8_t> bits(computed.o8.size());
+      for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = computed.o8[i].bits;
+      npy::write(p.options.out_o, "|u1", p.q.file_shape, bits.data());
+    } else if (!p.options.out_o.empty()) {
       std::vector<std::uint16_t> bits(result.o.size());
       for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<std::uint16_t>(result.o[i].bits);
       npy::write(p.options.out_o, "<u2", p.q.file_shape, bits.data());

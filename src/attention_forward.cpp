@@ -16,6 +16,26 @@ namespace bitexact::cli::attention_parts {
   fail("attention: " + printable(error.message(flag)));
 }
 
+// Q, K and V as the call's model takes them: uint8 fp8 bit patterns for an fp8
+// kernel, bf16 for every other model; the first file that is not is named.
+void check_operand_formats(const attention_problem& p) {
+  const bool fp8 = p.call.fp8();
+  const std::string& name = p.options.call.model.name();
+  const std::pair<const operand_tensor*, const std::string*> files[] = {
+      {&p.q, &p.options.q_path}, {&p.k, &p.options.k_path}, {&p.v, &p.options.v_path}};
+  for (const auto& [tensor, path] : files) {
+    if (tensor->fp8() == fp8) continue;
+    if (fp8)
+      fail(printable(*path) + ": holds bf16, but " + name + " takes " + std::string(name_of(p.kernel().inputs)) +
+           " Q, K and V as uint8 bit patterns (x.view(torch.uint8))");
+    fail(printable(*path) + ": uint8 elements are fp8 bit patterns, but " + name +
+         " takes bf16 Q, K and V (the fp8 presets: " +
+         attention::preset_names_where([](const attention::preset& pr) {
+           return pr.description && attention::is_fp8(pr.description().arithmetic.inputs);
+         }) + ")");
+  }
+}
+
 attention_problem read_problem(const attention_options& options) {
   attention_problem p{options, read_operand(options.q_path, "Q"), read_operand(options.k_path, "K"),
                       read_operand(options.v_path, "V"), {}, true, {}};
@@ -53,6 +73,7 @@ attention_problem read_problem(const attention_options& options) {
   } catch (const std::invalid_argument& error) {
     fail(printable(options.q_path) + ": " + error.what());
   }
+  check_operand_formats(p);
   if (!options.explain.empty()) p.explain = parse_element_index(options.explain, p.q, p.four_d);
   if (p.call.kernel) {
     try {
@@ -76,6 +97,9 @@ attention_result compute(const attention_problem& p) {
     if (p.call.fp64()) {
       result.o.resize(heads * rows * d), result.lse.resize(heads * rows);
       attention::forward_fp64(p.call, p.q.values, p.k.values, p.v.values, result.o, result.lse, told);
+    } else if (p.call.fp8()) {
+      result.o8.resize(heads * rows * d), result.bits.lse.resize(heads * rows);
+      attention::forward(p.call, p.q.fp8_bits, p.k.fp8_bits, p.v.fp8_bits, result.o8, result.bits.lse, told);
     } else {
       result.bits.o.resize(heads * rows * d), result.bits.lse.resize(heads * rows);
       attention::forward(p.call, p.q.values, p.k.values, p.v.values, result.bits.o, result.bits.lse, told);
@@ -125,6 +149,15 @@ void print_summary(const attention_problem& p) {
                                      p.options.call.batch_heads ? ", from --batch-heads" : "");
   std::printf("preset %s: %s\n", p.options.call.model.name().c_str(),
               kernel_text(p.kernel(), s.key_rows, split_source).c_str());
+  if (p.call.fp8()) {
+    std::string scales;
+    for (std::size_t i = 0; i < p.call.call.fp8_scales.size(); ++i) {
+      const std::optional<double>& given = p.call.call.fp8_scales[i];
+      scales += fmt::format("{}{} {}", i ? ", " : "", attention::fp8_scale_names[i],
+                            given ? static_cast<float>(*given) : 1.0f);
+    }
+    std::printf("%s Q, K and V; %s (O e4m3)\n", std::string(name_of(p.kernel().inputs)).c_str(), scales.c_str());
+  }
   if (p.kernel().stabilize)
     std::printf("stabilized softmax%s: beta %s, eps %s\n", p.kernel().stabilize->across_blocks ? " across blocks" : "",
                 fmt::format("{}", to_host(p.kernel().stabilize->beta)).c_str(),
@@ -144,7 +177,7 @@ std::pair<std::uint64_t, std::size_t> compare(const attention_problem& p, std::s
               counted(mismatches, "mismatch", "mismatches").c_str());
   if (mismatches == 0) return {0, 0};
   const difference_summary s = differences_of(expected, model);
-  std::printf("  distance in %s ulps %s%s; the model above the file: %llu, below: %llu\n", F.width() == 16 ? "bf16" : "fp32",
+  std::printf("  distance in %s ulps %s%s; the model above the file: %llu, below: %llu\n", std::string(name_of(F)).c_str(),
               s.distances().c_str(), s.nan ? fmt::format("; NaN on one side: {}", s.nan).c_str() : "",
               static_cast<unsigned long long>(s.above), static_cast<unsigned long long>(s.differ - s.above - s.nan));
   // A kernel's output matches its model bit for bit or misses in a few places; a file off by an ulp or two
@@ -177,6 +210,7 @@ int forward_pass(const attention_options& options) {
   write_outputs(problem, computed);
   std::uint64_t mismatches = 0;
   std::optional<element_index> first_o_mismatch;
+  if (expected.o8) mismatches += compare(problem, "O", computed.o8, *expected.o8, problem.q.head_dim).first;
   if (expected.o) {
     const auto [count, first] = compare(problem, "O", result.o, *expected.o, problem.q.head_dim);
     const std::size_t rows = problem.q.rows, d = problem.q.head_dim;

@@ -823,6 +823,28 @@ bitexact_cli_test(attention_list_kernels ARGS attention --list-kernels
   CONTAINS "pytorch_sdpa_flash_sm90 " "flex_attention_sm90 " "paper_reference_fp64 ")
 bitexact_cli_test(attention_print_kernel ARGS attention --print-kernel flex_attention_sm90
   CONTAINS "\"block_order\": \"mask_partial_then_full\"" "\"normalization\": \"div.full.f32\"")
+# cuDNN's fp8 SDPA forward on a committed head (tests/data/attention_fp8): uint8 files, the six scales.
+set(fp8_head ${CMAKE_CURRENT_LIST_DIR}/data/attention_fp8/d128_full_n256_h0_rows192-255)
+set(fp8_files ${fp8_head}/q.npy ${fp8_head}/k.npy ${fp8_head}/v.npy)
+set(fp8_scales --descale-q 0.01138929184526205 --descale-k 0.009992506355047226 --descale-v 0.011413934640586376
+    --descale-s 0.0022321429569274187 --scale-s 448 --scale-o 87.6122055053711)
+bitexact_cli_test(attention_fp8_agrees ARGS attention ${fp8_files} --preset cudnn_sdpa_fp8_sm90 ${fp8_scales}
+  --expect-o ${fp8_head}/o.npy --expect-lse ${fp8_head}/stats.npy
+  CONTAINS "preset cudnn_sdpa_fp8_sm90: 1 split (no split-KV path), tiles 64 rows x 256 keys, 1 K/V block"
+           "scale_s 448, scale_o 87.612206 (O e4m3)" "O: 8192 elements compared, 0 mismatches"
+           "L: 64 elements compared, 0 mismatches")
+bitexact_cli_test(attention_fp8_error_zero_descale RC 2 ARGS attention ${fp8_files} --preset cudnn_sdpa_fp8_sm90
+  --descale-q 0 ONE_LINE_ERROR ERROR_CONTAINS "attention: --descale-q 0 is not a positive finite number")
+bitexact_cli_test(attention_fp8_error_scale_to_bf16 RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
+  --scale-s 448 ONE_LINE_ERROR
+  ERROR_CONTAINS "attention: --scale-s is a scale of fp8 kernels; pytorch_sdpa_flash_sm90 takes bf16 Q, K and V")
+bitexact_cli_test(attention_fp8_error_bf16_files RC 2 ARGS attention ${n17}/q.npy ${n17}/k.npy ${n17}/v.npy
+  --preset cudnn_sdpa_fp8_sm90 ONE_LINE_ERROR
+  ERROR_CONTAINS "holds bf16, but cudnn_sdpa_fp8_sm90 takes e4m3 Q, K and V as uint8 bit patterns")
+bitexact_cli_test(attention_fp8_error_fp8_files_to_bf16 RC 2 ARGS attention ${fp8_files} ONE_LINE_ERROR
+  ERROR_CONTAINS "uint8 elements are fp8 bit patterns, but pytorch_sdpa_flash_sm90 takes bf16 Q, K and V")
+bitexact_cli_test(attention_fp8_error_explain RC 2 ARGS attention ${fp8_files} --preset cudnn_sdpa_fp8_sm90
+  --explain 0,0 ONE_LINE_ERROR ERROR_CONTAINS "attention: --explain traces FA2's arithmetic")
 bitexact_cli_test(attention_error_print_unknown_kernel RC 2 ARGS attention --print-kernel flash ONE_LINE_ERROR
   ERROR_CONTAINS "unknown preset 'flash'; the presets are: pytorch_sdpa_flash_sm90")
 bitexact_cli_test(attention_flex ARGS attention ${triton_head}/q.npy ${triton_head}/k.npy ${triton_head}/v.npy --causal

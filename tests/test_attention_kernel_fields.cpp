@@ -2,7 +2,9 @@
 // changed to each other value it can take (and each optional field added or
 // dropped), either changes the bits of O or L on one of a few probe calls, or
 // the description is refused with a line naming the field. The presets cover
-// both scale placements and both units of the running max.
+// both scale placements and both units of the running max, and bf16 and fp8
+// inputs (an fp8 description runs each probe's operands as e4m3 or e5m2 bit
+// patterns, times 64, with scales of Transformer Engine's recipe).
 #include <doctest/doctest.h>
 
 #include <bitexact/attention/flash_forward.hpp>
@@ -10,6 +12,7 @@
 #include <bitexact/attention/kernels.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <random>
@@ -34,7 +37,7 @@ std::vector<double> scales_telling_the_rules_apart() {
     kernel_description d = pytorch_sdpa_flash_sm90_description();
     for (const auto& [name, rule] : json_names::scale_log2_sources) {
       d.scale_log2_from = rule;
-      c.push_back(resolve(d, {1, 1, 16, 16, 64, false}, {scale, default_gpu(), 1}).scale_log2.bits);
+      c.push_back(resolve(d, {1, 1, 16, 16, 64, false}, {scale, default_gpu(), 1, {}}).scale_log2.bits);
     }
     bool useful = false;
     for (int a = 0; a < rules; ++a)
@@ -46,6 +49,16 @@ std::vector<double> scales_telling_the_rules_apart() {
   return scales;
 }
 
+// Q, K and V of a probe hold x * 64 as fp8; P is stored times 448 and O times 8.
+fp8_scales fp8_probe_scales() {
+  fp8_scales s;
+  s.descale_q = s.descale_k = s.descale_v = from_host(1.0f / 64);
+  s.descale_s = from_host(1.0f / 448);
+  s.scale_s = from_host(448.0f);
+  s.scale_o = from_host(8.0f);
+  return s;
+}
+
 // One call: its shape, scale, split count (FA2's split path only: 1 unless a
 // probe of the split path, none for the heuristic's) and operands.
 struct probe {
@@ -54,6 +67,8 @@ struct probe {
   double scale = 0.1;
   std::optional<int> splits = 1;
   std::vector<bfloat16> q, k, v;
+  fp8_scales fp8 = fp8_probe_scales();
+  bool fp8_only = false;  // a probe of the fp8 recipe alone: bf16 descriptions skip it
 };
 
 bfloat16 bf16_of(float x) { return ptx::cvt_rn_bf16_f32(from_host(x)); }
@@ -156,6 +171,22 @@ std::vector<probe> probes(int head_dim) {
   split_no_max.shape.causal = false;
   split_no_max.splits = 3;
   all.push_back(split_no_max);
+  // fp8: P stored times 2^-100 and scores spread wide, so that most P are subnormal and some
+  // thread's block sum is all subnormal (the exponential's FTZ).
+  probe tiny_p = normal_probe("fp8: scale_s 2^-100", 130, 300, head_dim, false, 1.0f, 12);
+  tiny_p.fp8.scale_s = from_host(std::ldexp(1.0f, -100));
+  tiny_p.scale = 8.0;
+  tiny_p.fp8_only = true;
+  all.push_back(tiny_p);
+  // fp8: descales so large that row 0's scores are all -inf (the max subtracted while it is -inf).
+  probe fp8_no_max = normal_probe("fp8: row 0's scores all -inf", 130, 300, head_dim, false, 1.0f, 13);
+  for (std::size_t c = 0; c < d; ++c) fp8_no_max.q[c] = bfloat16::zero();
+  fp8_no_max.q[0] = bf16_of(7.0f);  // 448 as fp8
+  for (std::size_t key = 0; key < 300; ++key) fp8_no_max.k[key * d] = bf16_of(-7.0f);
+  fp8_no_max.fp8.descale_q = from_host(1e30f);
+  fp8_no_max.fp8.descale_k = from_host(1e5f);
+  fp8_no_max.fp8_only = true;
+  all.push_back(fp8_no_max);
   return all;
 }
 
@@ -169,8 +200,22 @@ struct epilogue_bits {
   }
 };
 
+// A probe's bf16 operand as fp8 bit patterns: x * 64, e4m3 satfinite (read as e5m2 by an e5m2 description),
+// an infinity NaN (0x7F), e4m3 having none: V's NaN past the diagonal is what tells tiles apart.
+std::vector<std::uint8_t> fp8_bits(const std::vector<bfloat16>& x) {
+  std::vector<std::uint8_t> bits;
+  for (const bfloat16 b : x)
+    bits.push_back(b.is_inf() ? 0x7F
+                              : ptx::cvt_rn_satfinite_e4m3_f32(
+                                    ptx::mul_f32(float32::from_bits(std::uint32_t{b.bits} << 16), from_host(64.0f)))
+                                    .bits);
+  return bits;
+}
+
 std::vector<std::uint32_t> outcome(const kernel_description& d, const probe& p) {
-  call_options call{p.scale, default_gpu(), {}};
+  const bool fp8 = is_fp8(d.arithmetic.inputs);
+  if (p.fp8_only && !fp8) return {};
+  call_options call{p.scale, default_gpu(), {}, fp8 ? p.fp8 : fp8_scales{}};
   if (p.splits && d.split == split_policy::flash2_heuristic) call.splits = p.splits;
   flash_kernel kernel;
   try {
@@ -182,6 +227,16 @@ std::vector<std::uint32_t> outcome(const kernel_description& d, const probe& p) 
   std::vector<bfloat16> o(p.q.size());
   std::vector<float32> lse(rows);
   std::vector<std::uint32_t> bits;
+  if (fp8) {
+    std::vector<float8_e4m3> o8(p.q.size());
+    const std::vector<std::uint8_t> q = fp8_bits(p.q), k = fp8_bits(p.k), v = fp8_bits(p.v);
+    flash_forward_head(kernel, p.shape, std::span<const std::uint8_t>(q), std::span<const std::uint8_t>(k),
+                       std::span<const std::uint8_t>(v), std::span<float8_e4m3>(o8), std::span<float32>(lse),
+                       epilogue_bits{&bits});
+    for (const float8_e4m3 x : o8) bits.push_back(x.bits);
+    for (const float32 x : lse) bits.push_back(x.bits);
+    return bits;
+  }
   flash_forward_head(kernel, p.shape, p.q, p.k, p.v, o, lse, epilogue_bits{&bits});
   for (const bfloat16 x : o) bits.push_back(x.bits);
   for (const float32 x : lse) bits.push_back(x.bits);
@@ -207,7 +262,10 @@ std::vector<nlohmann::json> other_values(const std::string& field, const nlohman
   if (field == "masked_max") names_of(names::masked_maxima);
   if (field == "row_sum") names_of(names::row_sums);
   if (field == "rescale") names_of(names::rescales);
-  if (field == "p_rounding") names_of(names::p_roundings);
+  if (field == "p_rounding" || field == "o_rounding") names_of(names::conversions);
+  if (field == "inputs") names_of(names::input_formats);
+  if (field == "p_scale") names_of(names::p_scalings);
+  if (field == "pv_accumulation") names_of(names::pv_accumulations);
   if (field == "normalization") names_of(names::normalizations);
   if (field == "lse_formula") names_of(names::lse_formulas);
   if (field == "lse_units") names_of(names::lse_units);
@@ -220,7 +278,8 @@ std::vector<nlohmann::json> other_values(const std::string& field, const nlohman
   if (field == "beta") values = {1.5, 2.0, 3.0};
   if (field == "epsilon") values = {0.0, 0.001, 0.5};
   if (field == "across_blocks") values = {true, false};
-  if (field == "block_m" || field == "block_n") values = {16, 32, 64, 128, 256};
+  // 512: a thread block taller than cuDNN's 256-key blocks visits a block that 16 to 256 never do.
+  if (field == "block_m" || field == "block_n") values = {16, 32, 64, 128, 256, 512};
   // Numbers are read as floats: a value that rounds to the same float is no change.
   std::erase_if(values, [&](const nlohmann::json& x) {
     return x == now || (x.is_number() && now.is_number() &&
@@ -286,7 +345,11 @@ std::vector<variant> variants(const nlohmann::json& base) {
       {"split_tiles", {{"64", {{"block_m", 64}, {"block_n", 256}}}, {"128", {{"block_m", 64}, {"block_n", 128}}}}},
       {"stabilize", {{"beta", 2.0}, {"epsilon", 0.5}, {"across_blocks", false}}},
       {"exponent", "fma"},
-      {"scale_log2_from", "double_scale"}};
+      {"scale_log2_from", "double_scale"},
+      {"inputs", "e4m3"},
+      {"p_scale", "lg2_offset"},
+      {"pv_accumulation", "fp32_add"},
+      {"o_rounding", "cvt.rn.satfinite.e4m3x2.f32"}};
   for (const auto& [field, value] : additions)
     if (!base.contains(field)) change(field + " added", [&](nlohmann::json& j) { j[field] = value; });
   return out;
@@ -342,7 +405,7 @@ TEST_SUITE("attention") {
     MESSAGE(presets_seen << " presets, " << d64.size() + d128.size() << " probe calls, " << changes << " changes: "
                          << refused << " refused, " << changed_bits
                          << " changed the bits, " << same_bits << " values of numbers equivalent to the preset's");
-    CHECK(presets_seen == 6);
+    CHECK(presets_seen == 7);
     CHECK(changes == refused + changed_bits + same_bits);
     CHECK(changed_bits > refused / 2);  // the probes see most changes, not a few
   }

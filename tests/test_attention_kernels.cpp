@@ -79,7 +79,7 @@ std::pair<std::uint64_t, std::uint64_t> replay(const kernel_description& descrip
     const auto expected_o = read_bf16(head + "o_" + kernel + ".npy", rows * d);
     const npy::array expected_lse = npy::read(head + "lse_" + kernel + ".npy");
     REQUIRE(expected_lse.element_count() >= rows);
-    const attention_output out = flash_forward(resolve(description, c.shape, {c.scale, default_gpu(), {}}), c.shape, q, k, v);
+    const attention_output out = flash_forward(resolve(description, c.shape, {c.scale, default_gpu(), {}, {}}), c.shape, q, k, v);
     std::uint64_t bad = 0;
     for (std::size_t i = 0; i < rows * d; ++i) bad += out.o[i] != expected_o[i];
     for (std::size_t i = 0; i < rows; ++i) bad += out.lse[i].bits != expected_lse.word(i);
@@ -110,7 +110,7 @@ TEST_SUITE("attention") {
       CHECK_MESSAGE(kernel_to_json(back) == kernel_to_json(d), p.name);
       ++round_trips;
     }
-    CHECK(round_trips == 6);
+    CHECK(round_trips == 7);
     const kernel_description example = kernel_from_json(read_text(example_json));
     CHECK(example.name == "triton_flash_forward_example");
     CHECK(kernel_to_json(kernel_from_json(kernel_to_json(example).dump())) == kernel_to_json(example));
@@ -125,7 +125,7 @@ TEST_SUITE("attention") {
     CHECK(refusal(with_field("colour", "\"red\"")) == "kernel description: field 'colour': unknown field");
     CHECK(refusal(with_field("row_sum", "\"pairwise\"")) ==
           "kernel description: field 'row_sum': 'pairwise' is not one of: thread_partials_across_blocks, block_sum_then_fma, "
-          "warp_slices_then_add, thread_block_sums_fma");
+          "warp_slices_then_add, thread_block_sums_fma, thread_block_sums_descaled_fma");
     CHECK(refusal(with_field("tiles", R"({"64": {"block_m": "128", "block_n": 64}})")) ==
           "kernel description: field 'tiles.64.block_m': expected an integer from 16 to 1024");
     CHECK(refusal(with_field("tiles", R"({"64": {"block_m": 128, "block_n": 64, "warps": 4}})")) ==
@@ -140,7 +140,7 @@ TEST_SUITE("attention") {
     // FlexAttention's decoding kernel runs below 128 query rows: refused, not computed.
     CHECK_THROWS_WITH_AS(resolve(flex_attention_sm90_description(), {1, 1, 17, 17, 64, false}),
                          doctest::Contains("min_query_rows"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(resolve(flex_attention_sm90_description(), {1, 1, 128, 128, 64, false}, {{}, default_gpu(), 2}),
+    CHECK_THROWS_WITH_AS(resolve(flex_attention_sm90_description(), {1, 1, 128, 128, 64, false}, {{}, default_gpu(), 2, {}}),
                          doctest::Contains("no split-KV path"), std::invalid_argument);
   }
 

@@ -2,6 +2,7 @@
 // (attention/kernels.hpp) or a kernel description in JSON; one query row's
 // intermediates, and one output element's every rounding as traces.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -88,6 +89,55 @@ py::tuple attention_call(const py::array& q, const py::array& k, const py::array
   {
     py::gil_scoped_release unlocked;
     attention::forward(call, qs, ks, vs, {writable_values_of<bf16>(o), q_size}, {writable_values_of<fp32>(lse), rows});
+  }
+  return py::make_tuple(o, lse);
+}
+
+// The bytes of a flat, C-contiguous array of count fp8 bit patterns (uint8).
+std::span<const std::uint8_t> fp8_bits_of(const py::array& array, const char* what, std::size_t count,
+                                          format inputs) {
+  if (array.ndim() != 1 || !(array.flags() & py::array::c_style) || array.itemsize() != 1 ||
+      static_cast<std::size_t>(array.size()) != count)
+    throw std::invalid_argument(std::string(what) + ": expected a flat contiguous array of " + std::to_string(count) +
+                                " 8-bit patterns of " + std::string(name_of(inputs)) + " (x.view(torch.uint8))");
+  return {static_cast<const std::uint8_t*>(array.data()), count};
+}
+
+// An fp8 kernel's call (attention/call.hpp's forward on fp8 bit patterns): q
+// [heads][query_rows][head_dim], k and v [heads][key_rows][head_dim], flat
+// uint8 patterns of the kernel's input format; scales the six of
+// fp8_scale_names (None: 1). Returns (o, lse): e4m3 and fp32 bit patterns.
+py::tuple attention_fp8_call(const py::array& q, const py::array& k, const py::array& v, int batch, int heads,
+                             int query_rows, int key_rows, int head_dim, bool causal, std::optional<double> scale,
+                             const std::array<std::optional<double>, 6>& scales,
+                             std::optional<std::string_view> gpu_name, std::optional<std::string_view> preset_name,
+                             const std::optional<std::string>& kernel_json, int threads) {
+  attention::attention_call call;
+  call.model = model_of(preset_name, kernel_json);
+  call.shape = {batch, heads, query_rows, key_rows, head_dim, causal};
+  call.scale = scale;
+  if (gpu_name) call.device = find_gpu(*gpu_name);
+  call.threads = threads;
+  call.fp8_scales = scales;
+  const attention::resolved_call r = attention::resolve_call(call);
+  if (!r.fp8())
+    throw std::invalid_argument(call.model.name() + " takes bf16 Q, K and V; attention_fp8 computes fp8 kernels (" +
+                                attention::preset_names_where([](const attention::preset& p) {
+                                  return p.description && attention::is_fp8(p.description().arithmetic.inputs);
+                                }) + ")");
+  const std::size_t head_count = r.head_count();
+  const std::size_t q_size = head_count * static_cast<std::size_t>(query_rows) * static_cast<std::size_t>(head_dim);
+  const std::size_t kv_size = head_count * static_cast<std::size_t>(key_rows) * static_cast<std::size_t>(head_dim);
+  const std::size_t rows = head_count * static_cast<std::size_t>(query_rows);
+  const format inputs = r.kernel->inputs;
+  const auto qs = fp8_bits_of(q, "q", q_size, inputs), ks = fp8_bits_of(k, "k", kv_size, inputs),
+             vs = fp8_bits_of(v, "v", kv_size, inputs);
+  auto o = new_values<e4m3>(q_size);
+  auto lse = new_values<fp32>(rows);
+  ptx::mufu_tables::shared();  // loads the tables (or throws) while the GIL is held
+  {
+    py::gil_scoped_release unlocked;
+    attention::forward(r, qs, ks, vs, {writable_values_of<e4m3>(o), q_size}, {writable_values_of<fp32>(lse), rows});
   }
   return py::make_tuple(o, lse);
 }
@@ -391,6 +441,9 @@ void register_attention(py::module_& m) {
         py::arg("query_rows"), py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"), py::arg("scale"),
         py::arg("splits"), py::arg("gpu"), py::arg("batch_heads"), py::arg("preset"), py::arg("kernel"),
         py::arg("beta"), py::arg("epsilon"), py::arg("autocast"), py::arg("threads"));
+  m.def("_attention_fp8", &attention_fp8_call, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("batch"),
+        py::arg("heads"), py::arg("query_rows"), py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"),
+        py::arg("scale"), py::arg("scales"), py::arg("gpu"), py::arg("preset"), py::arg("kernel"), py::arg("threads"));
   m.def("_attention_row", &attention_row, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("query_rows"),
         py::arg("key_rows"), py::arg("head_dim"), py::arg("row"), py::arg("col"), py::arg("causal"),
         py::arg("scale"), py::arg("splits"), py::arg("gpu"), py::arg("batch_heads"), py::arg("preset"),

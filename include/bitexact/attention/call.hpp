@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -59,11 +60,21 @@ class model_choice {
 // The options a call can be refused for. A front end spells each its own way
 // (the command `--batch-heads`, the binding `batch_heads=`); call_error's
 // message names it by the spelling the front end passes.
-enum class call_option { scale, splits, batch_heads, gpu, beta, eps, autocast, causal, threads };
-inline constexpr std::string_view call_option_names[] = {"scale", "splits",   "batch_heads", "gpu",    "beta",
-                                                         "eps",   "autocast", "causal",      "threads"};
-static_assert(std::size(call_option_names) == static_cast<std::size_t>(call_option::threads) + 1,
+// The last six are an fp8 kernel's scales, in the order of fp8_scale_names.
+enum class call_option {
+  scale, splits, batch_heads, gpu, beta, eps, autocast, causal, threads,
+  descale_q, descale_k, descale_v, descale_s, scale_s, scale_o
+};
+inline constexpr std::string_view call_option_names[] = {
+    "scale",  "splits",    "batch_heads", "gpu",       "beta",      "eps",     "autocast", "causal",
+    "threads", "descale_q", "descale_k",  "descale_v", "descale_s", "scale_s", "scale_o"};
+static_assert(std::size(call_option_names) == static_cast<std::size_t>(call_option::scale_o) + 1,
               "a name for every call_option, in its order");
+
+// The call option of fp8 scale i (an index of fp8_scale_names).
+constexpr call_option fp8_scale_option(std::size_t i) {
+  return static_cast<call_option>(static_cast<std::size_t>(call_option::descale_q) + i);
+}
 
 constexpr std::string_view name_of(call_option option) { return call_option_names[static_cast<std::size_t>(option)]; }
 
@@ -104,6 +115,9 @@ struct attention_call {
   std::optional<float32> beta, epsilon;  // the stabilized rule's, else the model's own
   bool autocast = true;                  // the paper presets: under torch.autocast
   int threads = 0;  // threads to compute on, 0 for one per core (up to max_threads); the bits are the same
+  // An fp8 kernel's scales, in the order of fp8_scale_names (descale_q ...
+  // scale_o), as Python's floats; each not given is 1. Refused for bf16 kernels.
+  std::array<std::optional<double>, 6> fp8_scales;
 };
 
 // A call checked and resolved: a GPU kernel for its shape on its GPU, or the
@@ -118,6 +132,8 @@ struct resolved_call {
   std::size_t head_count() const {
     return static_cast<std::size_t>(call.shape.batch) * static_cast<std::size_t>(call.shape.heads);
   }
+  // A GPU kernel on fp8 inputs: its Q, K and V are e4m3 or e5m2 bit patterns, its O e4m3.
+  bool fp8() const { return kernel && is_fp8(kernel->inputs); }
 };
 
 namespace detail {
@@ -137,6 +153,21 @@ inline void check_numbers(const attention_call& call) {
   if (call.epsilon && !(to_host(*call.epsilon) >= 0.0f && std::isfinite(to_host(*call.epsilon))))
     throw call_error(call_option::eps, "{option} " + fmt::format("{}", to_host(*call.epsilon)) +
                                            " is not a finite number of at least 0");
+}
+
+// Each fp8 scale given: a positive finite number as a float, and an fp8 kernel to take it.
+inline void check_fp8_scales(const attention_call& call) {
+  for (std::size_t i = 0; i < call.fp8_scales.size(); ++i) {
+    const std::optional<double>& given = call.fp8_scales[i];
+    if (!given) continue;
+    const float x = static_cast<float>(*given);
+    if (!(x > 0.0f) || !std::isfinite(x))
+      throw call_error(fp8_scale_option(i), "{option} " + fmt::format("{}", *given) +
+                                                " is not a positive finite number that a float can hold");
+    if (!call.model.gpu_kernel() || !is_fp8(call.model.description().arithmetic.inputs))
+      throw call_error(fp8_scale_option(i), "{option} is a scale of fp8 kernels; " + call.model.name() +
+                                                " takes bf16 Q, K and V");
+  }
 }
 
 inline void check_rule_options(const attention_call& call) {
@@ -175,11 +206,12 @@ inline void check_device(const attention_call& call, const flash_kernel& arithme
     throw call_error(call_option::gpu, "{option} " + std::string(call.device.name) + ": no MUFU tables were measured on " +
                                            std::string(arch.name) + ", which the kernel's exponentials read");
   const tensor_core_instruction* used = tensor_core_instruction_of(arithmetic.tensor_core);
-  if (used && !used->takes(bf16)) {
+  if (used && !used->takes(arithmetic.inputs)) {
     std::string takes;
     for (const format f : used->inputs) takes += (takes.empty() ? "" : ", ") + std::string(name_of(f));
     throw std::invalid_argument("kernel " + call.model.name() + "'s tensor core " + std::string(used->unit_name) +
-                                " takes " + takes + " factors; attention's Q K^T and P V take bf16");
+                                " takes " + takes + " factors; its Q K^T and P V take " +
+                                std::string(name_of(arithmetic.inputs)));
   }
   if (!arch.instruction_of(arithmetic.tensor_core)) {
     const tensor_core_instruction* unit = tensor_core_instruction_of(arithmetic.tensor_core);
@@ -195,6 +227,7 @@ inline void check_device(const attention_call& call, const flash_kernel& arithme
 // std::invalid_argument when the model cannot compute the shape.
 inline resolved_call resolve_call(const attention_call& call) {
   detail::check_numbers(call);
+  detail::check_fp8_scales(call);
   detail::check_rule_options(call);
   detail::check_launch_options(call);
   resolved_call r{call, call.shape, call.shape, {}, {}};
@@ -227,7 +260,10 @@ inline resolved_call resolve_call(const attention_call& call) {
     if (call.epsilon) rule->epsilon = *call.epsilon;
   }
   detail::check_device(call, description.arithmetic);
-  r.kernel = resolve(description, r.launch, {call.scale, call.device, call.splits});
+  call_options options{call.scale, call.device, call.splits, {}};
+  for (std::size_t i = 0; i < call.fp8_scales.size(); ++i)
+    if (call.fp8_scales[i]) options.fp8.*fp8_scale_fields[i] = from_host(static_cast<float>(*call.fp8_scales[i]));
+  r.kernel = resolve(description, r.launch, options);
   const float scale = to_host(r.kernel->scale);
   if (r.kernel->stabilize && r.kernel->stabilize->across_blocks && !(scale > 0.0f && std::isfinite(scale)))
     throw call_error(call_option::scale, "kernel " + call.model.name() + " needs a positive finite scale, not {option} " +
@@ -267,6 +303,9 @@ inline void forward(const resolved_call& r, std::span<const bfloat16> q, std::sp
                     std::span<const bfloat16> v, std::span<bfloat16> o, std::span<float32> lse,
                     const rows_done& progress = {}) {
   if (r.fp64()) throw std::invalid_argument("preset paper_reference_fp64 computes in double: call forward_fp64");
+  if (r.fp8())
+    throw std::invalid_argument("kernel " + r.call.model.name() + " takes " + std::string(name_of(r.kernel->inputs)) +
+                                " Q, K and V (fp8 bit patterns), not bf16");
   const std::size_t rows = static_cast<std::size_t>(r.head.query_rows);
   const std::size_t q_head = rows * static_cast<std::size_t>(r.head.head_dim);
   const std::size_t kv_head = static_cast<std::size_t>(r.head.key_rows) * static_cast<std::size_t>(r.head.head_dim);
@@ -276,6 +315,23 @@ inline void forward(const resolved_call& r, std::span<const bfloat16> q, std::sp
     const auto lh = lse.subspan(h * rows, rows);
     if (r.kernel) flash_forward_head(*r.kernel, r.head, qh, kh, vh, oh, lh, told, threads);
     else paper_forward_head(r.paper, r.head, qh, kh, vh, oh, lh, told, threads);
+  });
+}
+
+// Every head of a call on an fp8 kernel (resolved_call::fp8): q, k, v bit
+// patterns of the kernel's input format, laid out as forward's; o e4m3, lse fp32.
+inline void forward(const resolved_call& r, std::span<const std::uint8_t> q, std::span<const std::uint8_t> k,
+                    std::span<const std::uint8_t> v, std::span<float8_e4m3> o, std::span<float32> lse,
+                    const rows_done& progress = {}) {
+  if (!r.fp8())
+    throw std::invalid_argument(r.call.model.name() + " takes bf16 Q, K and V, not fp8 bit patterns");
+  const std::size_t rows = static_cast<std::size_t>(r.head.query_rows);
+  const std::size_t q_head = rows * static_cast<std::size_t>(r.head.head_dim);
+  const std::size_t kv_head = static_cast<std::size_t>(r.head.key_rows) * static_cast<std::size_t>(r.head.head_dim);
+  detail::for_each_head(r, progress, [&](std::size_t h, unsigned threads, detail::rows_done_observer told) {
+    flash_forward_head(*r.kernel, r.head, q.subspan(h * q_head, q_head), k.subspan(h * kv_head, kv_head),
+                       v.subspan(h * kv_head, kv_head), o.subspan(h * q_head, q_head), lse.subspan(h * rows, rows),
+                       told, threads);
   });
 }
 

@@ -107,7 +107,7 @@ inline row_record record_row(const flash_kernel& kernel, const attention_shape& 
   const std::size_t d = static_cast<std::size_t>(shape.head_dim), rows = static_cast<std::size_t>(shape.query_rows);
   std::vector<bfloat16> o(rows * d);
   std::vector<float32> lse(rows);
-  detail::run_slab(kernel, head, row / 16 * 16, o, lse, &sinks);
+  detail::run_slab<bfloat16>(kernel, head, row / 16 * 16, o, lse, &sinks);
   const std::size_t at = static_cast<std::size_t>(row);
   record.o.assign(o.begin() + static_cast<std::ptrdiff_t>(at * d), o.begin() + static_cast<std::ptrdiff_t>((at + 1) * d));
   record.lse = lse[at];

@@ -1,5 +1,7 @@
-// The flash-attention forward pass (FlashAttention-2, bf16 in, fp32
-// accumulate) emulated from the hardware models: tensor-core steps for Q K^T
+// The flash-attention forward pass (FlashAttention-2 and the kernels its
+// description fields express: bf16 in, or fp8 (e4m3/e5m2) on the fp8 tensor
+// core as cuDNN's fp8 kernel; fp32 accumulate) emulated from the hardware
+// models: tensor-core steps for Q K^T
 // and P V, MUFU.EX2 for the exponentials, fp32 ALU operations for everything
 // between, in the order and with the roundings of the kernel it reproduces.
 // Nothing here rounds by itself: every rounding is one of the hardware models'.
@@ -26,8 +28,10 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "../core/dispatch.hpp"
 #include "../core/format.hpp"
 #include "../core/operations.hpp"
 #include "../hardware/alu.hpp"
@@ -54,7 +58,8 @@ struct softmax_block_event {
                           // or across_blocks the row's so far); 0 when off
   std::span<const float32> scores;  // the raw scores of the block, masked ones -inf
   std::span<const float32> p;       // P in fp32
-  std::span<const bfloat16> p_bf16;  // P as P V's tensor-core steps take it
+  std::span<const bfloat16> p_bf16;  // P as P V's tensor-core steps take it (bf16 kernels)
+  std::span<const float8_e4m3> p_e4m3;  // the same for an fp8 kernel (p_bf16 empty)
 };
 
 // One row after one K/V block's P V: the unnormalised O and the row sums.
@@ -171,6 +176,28 @@ struct head_operands {
   std::vector<bfloat16> k_tiles;  // [key / 8][head_dim / 16][128]: 8 keys by 16 dims
   std::vector<bfloat16> v_tiles;  // [key / 16][head_dim / 8][128]: 16 keys by 8 dims
 
+  // An fp8 head (fp8 e4m3 or e5m2; bf16 for a bf16 head, whose tiles above
+  // hold it): bit patterns, the keys padded to whole blocks with zeros, V
+  // transposed so that a P V chain reads its keys in a row.
+  format fp8 = bf16;
+  std::span<const std::uint8_t> q8;  // [rows][head_dim]
+  std::vector<std::uint8_t> k8;      // [padded keys][head_dim]
+  std::vector<std::uint8_t> v8t;     // [head_dim][padded keys]
+  std::size_t padded_keys = 0;
+
+  head_operands(const attention_shape& s, int block_n, format inputs, std::span<const std::uint8_t> q_rows,
+                std::span<const std::uint8_t> k, std::span<const std::uint8_t> v)
+      : shape(s), fp8(inputs), q8(q_rows) {
+    const std::size_t d = static_cast<std::size_t>(s.head_dim), keys = static_cast<std::size_t>(s.key_rows);
+    const std::size_t n = static_cast<std::size_t>(block_n);
+    padded_keys = (keys + n - 1) / n * n;
+    k8.assign(padded_keys * d, 0);
+    v8t.assign(padded_keys * d, 0);
+    std::copy(k.begin(), k.end(), k8.begin());
+    for (std::size_t key = 0; key < keys; ++key)
+      for (std::size_t c = 0; c < d; ++c) v8t[c * padded_keys + key] = v[key * d + c];
+  }
+
   // An empty v (head_scores: no P V) leaves v_tiles zero.
   head_operands(const attention_shape& s, int block_n, std::span<const bfloat16> q_rows, std::span<const bfloat16> k,
                 std::span<const bfloat16> v)
@@ -186,6 +213,41 @@ struct head_operands {
       }
   }
 };
+
+// An fp8 operand element: a bit pattern of format F, or a value of it.
+template <format F>
+value<F> fp8_element(std::uint8_t bits) {
+  return value<F>::from_bits(bits);
+}
+template <format F>
+value<F> fp8_element(value<F> x) {
+  return x;
+}
+
+// c + the dot product of a[0, n) and b[0, n) (fp8 elements of formats A and
+// B) as an fp8 tensor core chains it: steps of products_per_step in ascending
+// order, each step's result the next one's C (fused_dot's order).
+template <format A, format B, class ElementA, class ElementB>
+float32 fp8_chain(const fused_sum_unit& unit, const ElementA* a, const ElementB* b, std::size_t n, float32 c) {
+  std::array<value<A>, max_products_per_step> step_a;
+  std::array<value<B>, max_products_per_step> step_b;
+  const std::size_t step = static_cast<std::size_t>(unit.products_per_step);
+  for (std::size_t k = 0; k < n; k += step) {
+    const std::size_t count = std::min(step, n - k);
+    for (std::size_t i = 0; i < count; ++i) step_a[i] = fp8_element<A>(a[k + i]), step_b[i] = fp8_element<B>(b[k + i]);
+    c = fused_multiply_add_step<fp32, A, B>(unit, std::span<const value<A>>(step_a.data(), count),
+                                            std::span<const value<B>>(step_b.data(), count), c)
+            .result;
+  }
+  return c;
+}
+
+// fn(format_tag<F>{}) for an fp8 kernel's input format F (e4m3 or e5m2).
+template <class Fn>
+decltype(auto) with_fp8_inputs(format inputs, Fn&& fn) {
+  if (inputs == e5m2) return fn(format_tag<e5m2>{});
+  return fn(format_tag<e4m3>{});
+}
 
 // Rows [row0, row0 + 16) of the head's Q as head_dim/16 A tiles of
 // mma_m16n8k16 (16 x 16, row-major); rows past the end are zero.
@@ -342,7 +404,7 @@ class row_slab {
   row_slab(const flash_kernel& kernel, const head_operands& head, int row0, int split = 0,
            const event_sinks* sinks = nullptr)
       : kernel_(kernel), head_(head), d_(head.shape.head_dim), row0_(row0), split_(split), sinks_(sinks),
-        q_tiles_(query_tiles(head, row0)) {}
+        q_tiles_(head.fp8 == bf16 ? query_tiles(head, row0) : std::vector<bfloat16>()) {}
 
   // Runs the K/V blocks in the order given, as the kernel visits them;
   // masking_steps: how many of the first iterations mask (FA2's plan; every
@@ -356,6 +418,10 @@ class row_slab {
     sums_.assign(16 * 4, float32::zero());
     row_p_.resize(bn);
     row_p_bf16_.resize(bn);
+    if (head_.fp8 != bf16) p8_.assign(16 * bn, float8_e4m3::zero());
+    // p_scaling lg2_offset: MUFU of scale_s, once (the kernel reads both from its constant bank).
+    p_scale_lg2_ = ptx::lg2_approx_ftz(kernel_.p_scale, tables_);
+    p_scale_rcp_ = ptx::rcp_approx_ftz(kernel_.p_scale, tables_);
     std::vector<float32> scores(16 * bn);
     std::vector<bfloat16> p(16 * bn);
     for (std::size_t iteration = 0; iteration < blocks.size(); ++iteration) {
@@ -369,7 +435,8 @@ class row_slab {
         else
           softmax_row_exponent_max(r, block, scores, p);
       }
-      accumulate_pv(block, p);
+      if (head_.fp8 != bf16) accumulate_pv_fp8(block);
+      else accumulate_pv(block, p);
       if (sinks_ != nullptr && sinks_->output)
         for (int r = 0; r < rows(); ++r) {
           const std::size_t ur = static_cast<std::size_t>(r);
@@ -390,7 +457,8 @@ class row_slab {
     const float32 sum =
         kernel_.row_sum == row_sum_rule::thread_partials_across_blocks
             ? ptx::add_f32(ptx::add_f32(sums_[base], sums_[base + 2]), ptx::add_f32(sums_[base + 1], sums_[base + 3]))
-        : kernel_.row_sum == row_sum_rule::thread_block_sums_fma
+        : kernel_.row_sum == row_sum_rule::thread_block_sums_fma ||
+                kernel_.row_sum == row_sum_rule::thread_block_sums_descaled_fma
             ? add(add(sums_[base], sums_[base + 1]), add(sums_[base + 2], sums_[base + 3]))
             : sums_[base];
     float32 inverse = from_host(1.0f);
@@ -400,6 +468,7 @@ class row_slab {
       for (int c = 0; c < d_; ++c) o_row[static_cast<std::size_t>(c)] = ptx::mul_f32(acc[c], inverse);
     } else if (kernel_.normalize == normalization::rcp_approx_then_multiply) {
       inverse = to_host(sum) == 0.0f ? float32::zero() : ptx::rcp_approx_ftz(sum, tables_);
+      if (kernel_.o_format != bf16) inverse = mul(inverse, kernel_.o_scale);  // O's scale joins the reciprocal
       for (int c = 0; c < d_; ++c) o_row[static_cast<std::size_t>(c)] = mul(acc[c], inverse);
     } else {
       const float32 divisor = to_host(sum) == 0.0f ? from_host(1.0f) : sum;  // tl.where(l == 0, 1, l)
@@ -441,7 +510,25 @@ class row_slab {
 
   void compute_scores(int block, std::vector<float32>& scores) const {
     const std::size_t bn = static_cast<std::size_t>(kernel_.block_n);
+    if (head_.fp8 != bf16) return compute_scores_fp8(block, scores);
     score_groups(kernel_, head_, q_tiles_, static_cast<std::size_t>(block) * bn / 8, bn / 8, scores.data(), bn);
+  }
+
+  // S of the slab's rows against the block's keys on the fp8 tensor core,
+  // each a chain over the head dim from +0; rows past the end stay 0.
+  void compute_scores_fp8(int block, std::vector<float32>& scores) const {
+    const std::size_t bn = static_cast<std::size_t>(kernel_.block_n), d = static_cast<std::size_t>(d_);
+    const std::size_t first_key = static_cast<std::size_t>(block) * bn;
+    std::fill(scores.begin(), scores.end(), float32::zero());
+    with_fp8_inputs(head_.fp8, [&](auto tag) {
+      constexpr format In = decltype(tag)::fmt;
+      for (std::size_t r = 0; r < static_cast<std::size_t>(rows()); ++r) {
+        const std::uint8_t* q = head_.q8.data() + (static_cast<std::size_t>(row0_) + r) * d;
+        for (std::size_t j = 0; j < bn; ++j)
+          scores[r * bn + j] = fp8_chain<In, In>(kernel_.tensor_core, q, head_.k8.data() + (first_key + j) * d, d,
+                                                 float32::zero());
+      }
+    });
   }
 
   void softmax_row(int r, int block, bool first, bool masking, bool check_inf, std::vector<float32>& scores,
@@ -480,7 +567,7 @@ class row_slab {
     if (sinks_ != nullptr && sinks_->softmax && row < shape.query_rows)  // not the slab's padding rows
       sinks_->softmax(softmax_block_event{row, split_, block, merged.block_max, m,
                                           first ? std::nullopt : std::optional<float32>(alpha), merged.ties,
-                                          std::span<const float32>(s, bn), row_p, row_p_bf16_});
+                                          std::span<const float32>(s, bn), row_p, row_p_bf16_, {}});
     // Thread t of the quad holds columns 8 nj + 2 t + {0, 1}, added in that
     // order. On later blocks nvcc contracts the rescale of the running sum
     // with the first addition: FFMA(alpha, sum, p_first) (SASS of both kernels).
@@ -522,34 +609,46 @@ class row_slab {
       float32* o = o_.data() + ur * static_cast<std::size_t>(d_);
       for (int c = 0; c < d_; ++c) o[c] = mul(o[c], alpha);
     }
-    const float32 negative_shift = float32::from_bits(shift.bits ^ 0x80000000u);
+    // p_scaling lg2_offset: P = ex2(x - RN(shift - lg2(scale_s))), the max's P scale_s.
+    const float32 p_shift = kernel_.p_scale_rule == p_scaling::lg2_offset ? sub(shift, p_scale_lg2_) : shift;
+    const float32 negative_shift = float32::from_bits(p_shift.bits ^ 0x80000000u);
     std::vector<float32>& row_p = row_p_;
     for (std::size_t j = 0; j < bn; ++j) {
-      row_p[j] = scaled_scores          ? sub(s[j], shift)
-                 : kernel_.unfused_scale ? sub(mul(s[j], kernel_.scale_log2), shift)
+      row_p[j] = scaled_scores          ? sub(s[j], p_shift)
+                 : kernel_.unfused_scale ? sub(mul(s[j], kernel_.scale_log2), p_shift)
                                          : fma(s[j], kernel_.scale_log2, negative_shift);
       ptx::prefetch_ex2(row_p[j], tables_);
     }
+    const bool fp8 = head_.fp8 != bf16;
+    float8_e4m3* p8 = fp8 ? p8_.data() + ur * bn : nullptr;
     for (std::size_t j = 0; j < bn; ++j) {
       row_p[j] = ex2(row_p[j]);
+      if (fp8) {
+        p8[j] = ptx::cvt_rn_satfinite_e4m3_f32(row_p[j]);  // P V's A, row-major
+        continue;
+      }
       row_p_bf16_[j] = ptx::cvt_rn_bf16_f32(row_p[j]);
       p[(j / 16) * 256 + ur * 16 + j % 16] = row_p_bf16_[j];
     }
     if (sinks_ != nullptr && sinks_->softmax && row < shape.query_rows)
       sinks_->softmax(softmax_block_event{row, split_, block, block_max, m, alpha, 0, std::span<const float32>(s, bn),
-                                          row_p, row_p_bf16_});
+                                          row_p, fp8 ? std::span<const bfloat16>() : std::span<const bfloat16>(row_p_bf16_),
+                                          fp8 ? std::span<const float8_e4m3>(p8, bn) : std::span<const float8_e4m3>()});
     float32* sums = sums_.data() + ur * 4;
     switch (kernel_.row_sum) {
       case row_sum_rule::warp_slices_then_add:
         add_warp_slices(sums[0], alpha);
         return;
       case row_sum_rule::thread_block_sums_fma:
+      case row_sum_rule::thread_block_sums_descaled_fma:
         // Each thread's block sum from +0, folded into its own l_t.
         for (std::size_t t = 0; t < 4; ++t) {
           float32 partial = float32::zero();
           for (std::size_t nj = 0; nj < bn / 8; ++nj)
             for (std::size_t jj = 0; jj < 2; ++jj) partial = add(partial, row_p[nj * 8 + 2 * t + jj]);
-          sums[t] = fma(alpha, sums[t], partial);
+          sums[t] = kernel_.row_sum == row_sum_rule::thread_block_sums_fma
+                        ? fma(alpha, sums[t], partial)
+                        : fma(partial, p_scale_rcp_, mul(sums[t], alpha));
         }
         return;
       default: {
@@ -599,9 +698,10 @@ class row_slab {
     const std::size_t bn = static_cast<std::size_t>(kernel_.block_n), d = static_cast<std::size_t>(d_);
     const std::size_t first_chunk = static_cast<std::size_t>(block) * bn / 16;
     std::array<float32, 128> acc;
+    const bool as_c = kernel_.pv == pv_accumulation::c_operand;
     for (std::size_t group = 0; group < d / 8; ++group) {
       for (std::size_t r = 0; r < 16; ++r)
-        for (std::size_t n = 0; n < 8; ++n) acc[r * 8 + n] = o_[r * d + group * 8 + n];
+        for (std::size_t n = 0; n < 8; ++n) acc[r * 8 + n] = as_c ? o_[r * d + group * 8 + n] : float32::zero();
       for (std::size_t chunk = 0; chunk < bn / 16; ++chunk) {
         // B: the chunk's 16 keys by the group's 8 dims.
         const bfloat16* b = head_.v_tiles.data() + ((first_chunk + chunk) * (d / 8) + group) * 128;
@@ -609,8 +709,31 @@ class row_slab {
                                  std::span<const bfloat16, 128>(b, 128), acc, acc);
       }
       for (std::size_t r = 0; r < 16; ++r)
-        for (std::size_t n = 0; n < 8; ++n) o_[r * d + group * 8 + n] = acc[r * 8 + n];
+        for (std::size_t n = 0; n < 8; ++n) {
+          float32& o = o_[r * d + group * 8 + n];
+          o = as_c ? acc[r * 8 + n] : add(o, acc[r * 8 + n]);
+        }
     }
+  }
+
+  // P V on the fp8 tensor core: per output a chain over the block's keys of
+  // the row's e4m3 P (p8_) and V's column, from RN(O * alpha) as C
+  // (pv_accumulation c_operand) or from +0 and then added.
+  void accumulate_pv_fp8(int block) {
+    const std::size_t bn = static_cast<std::size_t>(kernel_.block_n), d = static_cast<std::size_t>(d_);
+    const std::size_t first_key = static_cast<std::size_t>(block) * bn;
+    const bool as_c = kernel_.pv == pv_accumulation::c_operand;
+    with_fp8_inputs(head_.fp8, [&](auto tag) {
+      constexpr format In = decltype(tag)::fmt;
+      for (std::size_t r = 0; r < static_cast<std::size_t>(rows()); ++r)
+        for (std::size_t c = 0; c < d; ++c) {
+          float32& o = o_[r * d + c];
+          const float32 chain = fp8_chain<e4m3, In>(kernel_.tensor_core, p8_.data() + r * bn,
+                                                    head_.v8t.data() + c * head_.padded_keys + first_key, bn,
+                                                    as_c ? o : float32::zero());
+          o = as_c ? chain : add(o, chain);
+        }
+    });
   }
 
   // exp2f as nvcc compiles it without fast math (MUFU.EX2 in its non-FTZ
@@ -634,6 +757,8 @@ class row_slab {
   std::vector<float32> sums_;  // [16][4], each thread's partial row sum
   std::vector<float32> row_p_;  // one row's P of the current block, in fp32
   std::vector<bfloat16> row_p_bf16_;  // and in bf16
+  std::vector<float8_e4m3> p8_;       // fp8 kernels: [16][block_n], the block's P as P V takes it
+  float32 p_scale_lg2_{}, p_scale_rcp_{};  // MUFU.LG2 and MUFU.RCP of kernel.p_scale
 };
 
 }  // namespace detail
@@ -687,10 +812,19 @@ inline float32 combine_splits(int head_dim, std::span<const float32> split_o, st
 
 namespace detail {
 
+// O's conversion as the kernel writes it: bf16 (cvt.rn.bf16.f32) or e4m3
+// (cvt.rn.satfinite.e4m3x2.f32).
+template <class Out>
+Out output_element(float32 x) {
+  if constexpr (std::is_same_v<Out, float8_e4m3>) return ptx::cvt_rn_satfinite_e4m3_f32(x);
+  else return ptx::cvt_rn_bf16_f32(x);
+}
+
 // One slab of 16 query rows of a head (rows [row0, row0 + 16)), through every
 // split and then the combine; writes those rows of o and lse.
-inline void run_slab(const flash_kernel& kernel, const head_operands& head, int row0, std::span<bfloat16> o,
-                     std::span<float32> lse, const event_sinks* sinks) {
+template <class Out>
+void run_slab(const flash_kernel& kernel, const head_operands& head, int row0, std::span<Out> o,
+              std::span<float32> lse, const event_sinks* sinks) {
   const attention_shape& shape = head.shape;
   const std::size_t d = static_cast<std::size_t>(shape.head_dim);
   const bool split = kernel.splits > 1;
@@ -716,7 +850,7 @@ inline void run_slab(const flash_kernel& kernel, const head_operands& head, int 
   for (int r = 0; r < rows; ++r) {
     const std::size_t row = static_cast<std::size_t>(row0 + r);
     if (!split) {
-      for (std::size_t c = 0; c < d; ++c) o[row * d + c] = ptx::cvt_rn_bf16_f32(split_o[static_cast<std::size_t>(r) * d + c]);
+      for (std::size_t c = 0; c < d; ++c) o[row * d + c] = output_element<Out>(split_o[static_cast<std::size_t>(r) * d + c]);
       lse[row] = split_lse[static_cast<std::size_t>(r)];
       continue;
     }
@@ -725,16 +859,21 @@ inline void run_slab(const flash_kernel& kernel, const head_operands& head, int 
       std::copy_n(split_o.begin() + static_cast<std::ptrdiff_t>(at * d), d, row_o.begin() + static_cast<std::ptrdiff_t>(s * d));
       row_lse[s] = split_lse[at];
     }
-    lse[row] = combine_splits(shape.head_dim, row_o, row_lse, o.subspan(row * d, d));
+    if constexpr (std::is_same_v<Out, bfloat16>)  // split-KV is FA2's path, bf16 throughout (check_tiles)
+      lse[row] = combine_splits(shape.head_dim, row_o, row_lse, o.subspan(row * d, d));
   }
 }
 
 // One head's spans against its shape, and the tiles against the tensor-core
 // steps they are cut into: std::invalid_argument naming what was expected.
+// fp8_operands: whether the caller passed fp8 bit patterns (else bf16).
 inline void check_head(const flash_kernel& kernel, const attention_shape& shape, std::size_t q, std::size_t k,
-                       std::size_t v, std::size_t o, std::size_t lse) {
+                       std::size_t v, std::size_t o, std::size_t lse, bool fp8_operands = false) {
   const auto fail = [](const std::string& what) { throw std::invalid_argument("flash_forward_head: " + what); };
   check_arithmetic(kernel);
+  if (fp8_operands != is_fp8(kernel.inputs))
+    fail("the kernel takes " + std::string(name_of(kernel.inputs)) + " Q, K and V, not " +
+         (fp8_operands ? "fp8 bit patterns" : "bf16"));
   if (shape.query_rows < 1 || shape.key_rows < 1 || shape.head_dim < 16 || shape.head_dim % 16 != 0)
     fail("a head needs at least one query row and one key, and a head dim that is a multiple of 16");
   if (kernel.block_n < 16 || kernel.block_n % 16 != 0 || kernel.block_m < 16 || kernel.block_m % 16 != 0 ||
@@ -777,6 +916,24 @@ void flash_forward_head(const flash_kernel& kernel, const attention_shape& shape
   detail::check_head(kernel, shape, q.size(), k.size(), v.size(), o.size(), lse.size());
   const detail::event_sinks sinks = detail::sinks_for(obs);
   const detail::head_operands head(shape, kernel.block_n, q, k, v);
+  const auto slabs = static_cast<std::size_t>((shape.query_rows + 15) / 16);
+  for_each_index(slabs, sinks.any() ? 1 : threads, [&](std::size_t slab) {
+    const int row0 = static_cast<int>(slab) * 16;
+    detail::run_slab(kernel, head, row0, o, lse, sinks.any() ? &sinks : nullptr);
+    report(obs, rows_done_event{row0, std::min(16, shape.query_rows - row0)});
+  });
+}
+
+// One head of an fp8 kernel (kernel.inputs e4m3 or e5m2): q, k and v bit
+// patterns of that format, laid out as the bf16 overload's; writes o (e4m3,
+// kernel.o_format) and lse. The same slabs, threads and observers as above.
+template <class O = no_observer>
+void flash_forward_head(const flash_kernel& kernel, const attention_shape& shape, std::span<const std::uint8_t> q,
+                        std::span<const std::uint8_t> k, std::span<const std::uint8_t> v, std::span<float8_e4m3> o,
+                        std::span<float32> lse, O&& obs = {}, unsigned threads = 0) {
+  detail::check_head(kernel, shape, q.size(), k.size(), v.size(), o.size(), lse.size(), true);
+  const detail::event_sinks sinks = detail::sinks_for(obs);
+  const detail::head_operands head(shape, kernel.block_n, kernel.inputs, q, k, v);
   const auto slabs = static_cast<std::size_t>((shape.query_rows + 15) / 16);
   for_each_index(slabs, sinks.any() ? 1 : threads, [&](std::size_t slab) {
     const int row0 = static_cast<int>(slab) * 16;

@@ -7,14 +7,17 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../core/format.hpp"
+#include "../hardware/alu.hpp"
 #include "../hardware/gpu.hpp"
 #include "../hardware/mma.hpp"
 #include "shape.hpp"
@@ -66,6 +69,12 @@ enum class row_sum_rule {
   // columns 8j + 2t + {0,1}, kept per thread as l_t = FFMA(alpha, l_t, sum),
   // the four joined once at the end as (l_0 + l_1) + (l_2 + l_3).
   thread_block_sums_fma,
+  // cuDNN's generated fp8 kernel: the same per-thread block sums of the fp32 P
+  // (before their fp8 conversion), each folded in as l_t = FFMA(sum,
+  // MUFU.RCP(scale_s), RN(l_t * alpha)), which undoes p_scaling's scale_s;
+  // joined (l_0 + l_1) + (l_2 + l_3) (SASS: FMUL, then FFMA with the
+  // constant bank's rcp; SHFL.BFLY 1 then 2; cuda/capture/README.md).
+  thread_block_sums_descaled_fma,
 };
 
 // O and the row sums are multiplied by alpha = ex2(m_old - m) after every
@@ -85,7 +94,32 @@ enum class masked_max_rule {
 enum class normalization {
   reciprocal_then_multiply,  // FA2: O * RN(1 / l), the inverse 1 when l is 0 or NaN
   div_full_f32,              // Triton's O / l (div.full.f32), l replaced by 1 when it is 0
-  rcp_approx_then_multiply,  // cuDNN's O * MUFU.RCP(l), 0 when l is 0
+  // cuDNN's O * MUFU.RCP(l), 0 when l is 0; with an fp8 O, O * RN(MUFU.RCP(l) * o_scale)
+  rcp_approx_then_multiply,
+};
+
+// What P is before its conversion for P V. P is never normalized inside a
+// flash kernel (that is the epilogue's division by l): a P divided by l before
+// its conversion (the composite graph cudnn-frontend documents for fp8) is no
+// kernel we capture, and misses most fp8 O bits (docs/attention.md).
+enum class p_scaling {
+  none,  // ex2(x - m): the row max's P is 1 (every bf16 kernel)
+  // ex2(RN(x - RN(m - MUFU.LG2(scale_s)))): the row max's P is scale_s, so that
+  // P fills fp8's range (448 in Transformer Engine's recipe); l takes it back
+  // out (row_sum thread_block_sums_descaled_fma), O's descale_s undoes it in
+  // P V. cuDNN's fp8 kernel (SASS: FADD of the constant bank's lg2).
+  lg2_offset,
+};
+
+// How the rescaled O meets a block's P V.
+enum class pv_accumulation {
+  // RN(O * alpha) is C of the first tensor-core step of P V's chain: every
+  // captured kernel (FA2's gemm into acc_o, cuDNN's wgmma with its
+  // accumulator; fp8 captures: adding after misses, docs/attention.md).
+  c_operand,
+  // P V's chain from +0, then added to RN(O * alpha) by one fp32 FADD: a
+  // kernel that keeps the block's product apart (none captured).
+  fp32_add,
 };
 
 // How L, the row's logsumexp, is formed.
@@ -140,7 +174,24 @@ struct flash_kernel {
   float32 log2_e = from_host(1.44269504f);  // scale_placement::scores: the second multiply's constant
   std::optional<stabilized_max> stabilize;  // the paper's Algorithm 3; FA2 arithmetic only
   causal_alignment causal = causal_alignment::bottom_right;
+  // Q, K and V: bf16, or e4m3 or e5m2 (all three one format) on an fp8 tensor
+  // core, their descales folded into scale_log2 (resolve) and o_scale.
+  format inputs = bf16;
+  // What P V takes P as: bf16 (cvt.rn.bf16.f32) or e4m3
+  // (cvt.rn.satfinite.e4m3x2.f32, ptx::cvt_rn_satfinite_e4m3_f32).
+  format p_format = bf16;
+  p_scaling p_scale_rule = p_scaling::none;
+  pv_accumulation pv = pv_accumulation::c_operand;
+  // O as written: bf16 (cvt.rn), or e4m3 (cvt.rn.satfinite of O times o_scale).
+  format o_format = bf16;
+  // The call's, set by resolve() (fp8 kernels; 1 otherwise): scale_s, the
+  // scale P is stored with, and o_scale = RN(RN(descale_s * descale_v) * scale_o).
+  float32 p_scale = from_host(1.0f);
+  float32 o_scale = from_host(1.0f);
 };
+
+// The format an fp8 call's tensors take: e4m3 or e5m2.
+inline bool is_fp8(format f) { return f == e4m3 || f == e5m2; }
 
 // FlashAttention-2's arithmetic throughout: the models built on its structure
 // (explain.hpp, rounding_sites.hpp, repeated_max.hpp) take only these.
@@ -149,7 +200,46 @@ inline bool has_flash2_arithmetic(const flash_kernel& kernel) {
          kernel.max_in == max_units::scores && kernel.exponential == exponential_unit::ex2_approx_f32 &&
          kernel.row_sum == row_sum_rule::thread_partials_across_blocks &&
          kernel.masked_max == masked_max_rule::flash2 && kernel.normalize == normalization::reciprocal_then_multiply &&
-         kernel.lse == lse_formula::flash2;
+         kernel.lse == lse_formula::flash2 && kernel.inputs == bf16;
+}
+
+// The formats and the fp8 recipe: bf16 kernels as before, fp8 ones only as
+// cuDNN's fp8 kernel computes (the one captured); std::invalid_argument naming
+// the first field that is not.
+inline void check_precision_fields(const flash_kernel& kernel) {
+  const auto refuse = [](const std::string& what) { throw std::invalid_argument("kernel: " + what); };
+  const tensor_core_instruction* unit = tensor_core_instruction_of(kernel.tensor_core);
+  const std::string unit_name = unit ? std::string(unit->unit_name) : std::string("this tensor core");
+  if (kernel.inputs != bf16 && !is_fp8(kernel.inputs))
+    refuse("inputs must be bf16, e4m3 or e5m2, not " + std::string(name_of(kernel.inputs)));
+  if (unit && !unit->takes(kernel.inputs))
+    refuse("tensor_core " + unit_name + " does not take " + std::string(name_of(kernel.inputs)) +
+           " inputs (sm90 and sm90_k8 take bf16, sm90_fp8 e4m3 and e5m2)");
+  if (kernel.inputs == bf16) {
+    if (kernel.p_format != bf16) refuse("p_rounding to e4m3 needs fp8 inputs (bf16 inputs take P as bf16)");
+    if (kernel.o_format != bf16) refuse("o_rounding to e4m3 needs fp8 inputs");
+    if (kernel.p_scale_rule != p_scaling::none) refuse("p_scale lg2_offset is modelled with fp8 inputs only");
+    if (kernel.row_sum == row_sum_rule::thread_block_sums_descaled_fma)
+      refuse("row_sum thread_block_sums_descaled_fma goes with p_scale lg2_offset (fp8 inputs)");
+    return;
+  }
+  // fp8: cuDNN's recipe, field by field (cuda/capture/README.md); no other capture shows another.
+  const std::string fp8 = "with " + std::string(name_of(kernel.inputs)) + " inputs ";
+  if (kernel.p_format != e4m3) refuse("p_rounding must be cvt.rn.satfinite.e4m3x2.f32 " + fp8 + "(the one modelled)");
+  if (kernel.o_format != e4m3) refuse("o_rounding must be cvt.rn.satfinite.e4m3x2.f32 " + fp8 + "(cuDNN's fp8 O on sm_90)");
+  if (kernel.p_scale_rule != p_scaling::lg2_offset) refuse("p_scale must be lg2_offset " + fp8 + "(the one modelled)");
+  if (kernel.row_sum != row_sum_rule::thread_block_sums_descaled_fma)
+    refuse("row_sum must be thread_block_sums_descaled_fma " + fp8 + "(it undoes p_scale)");
+  if (kernel.max_in != max_units::exponent || kernel.placement != scale_placement::exponent)
+    refuse("max_units and scale_placement must be exponent " + fp8 + "(the descales fold into the exponent's scale)");
+  if (kernel.normalize != normalization::rcp_approx_then_multiply)
+    refuse("normalization must be rcp.approx.ftz.f32 " + fp8 + "(o_scale enters with the reciprocal)");
+  if (kernel.lse != lse_formula::max_ln2_plus_lg2_ln2)
+    refuse("lse_formula must be max_ln2_plus_lg2_ln2 " + fp8 + "(the one modelled)");
+  // A subnormal P is 0 in e4m3, and the .ftz sums and products flush it: FTZ on the exponential shows nowhere.
+  if (kernel.exponential != exponential_unit::ex2_approx_ftz_f32)
+    refuse("exponential ex2.approx.f32 gives the bits of ex2.approx.ftz.f32 " + fp8 +
+           "(a subnormal P is 0 in e4m3 and flushed by the .ftz sums): write ex2.approx.ftz.f32");
 }
 
 // The combinations of a flash_kernel's arithmetic fields the emulator
@@ -181,6 +271,7 @@ inline void check_arithmetic_fields(const flash_kernel& kernel) {
   if (kernel.masked_max == masked_max_rule::flash2 && kernel.order != block_order::last_to_first)
     refuse("masked_max flash2 (FA2's masking steps) needs block_order last_to_first");
   if (kernel.stabilize && exponent_max) refuse("stabilize is modelled on FA2's arithmetic (max_units scores) only");
+  check_precision_fields(kernel);
 }
 
 // A call's tiles and split count against the arithmetic; std::invalid_argument saying why not.
@@ -239,7 +330,10 @@ inline int split_count_heuristic(int row_blocks, int slots, int key_blocks, int 
 enum class scale_log2_source {
   float_scale,    // RN(float scale * log2(e) in double) (FA2's set_params_fprop)
   double_scale,   // RN(double scale * log2(e)) (a Triton launcher: scale * 1.4426950408889634 as a float argument)
-  float_product,  // RN(float scale * RN(log2 e)), one FMUL on the GPU (cuDNN's generated kernels)
+  // RN(float scale * RN(log2 e)), one FMUL on the GPU (cuDNN's generated kernels); fp8 inputs:
+  // RN(RN(RN(descale_q * scale) * descale_k) * RN(log2 e)) (cuDNN's fp8 kernel, the order of the
+  // first two not pinned by its SASS: the captures agree with this one)
+  float_product,
 };
 
 // A kernel's tiles for one head dim: rows of a thread block, keys of a K/V block.
@@ -264,12 +358,40 @@ struct kernel_description {
   flash_kernel arithmetic;
 };
 
+// The per-tensor scale factors of an fp8 call, as cuDNN's sdpa_fp8 takes them
+// (Transformer Engine's recipe): Q, K and V hold x / descale_x; P is stored
+// times scale_s and O times scale_o; descale_s undoes scale_s in P V. Each
+// positive and finite (check_fp8_scales).
+struct fp8_scales {
+  float32 descale_q = from_host(1.0f), descale_k = from_host(1.0f), descale_v = from_host(1.0f);
+  float32 descale_s = from_host(1.0f), scale_s = from_host(1.0f), scale_o = from_host(1.0f);
+};
+
+// The names of fp8_scales' fields, in its order, as messages and the front ends spell them.
+inline constexpr std::string_view fp8_scale_names[] = {"descale_q", "descale_k", "descale_v",
+                                                       "descale_s", "scale_s",   "scale_o"};
+inline constexpr std::array<float32 fp8_scales::*, 6> fp8_scale_fields = {
+    &fp8_scales::descale_q, &fp8_scales::descale_k, &fp8_scales::descale_v,
+    &fp8_scales::descale_s, &fp8_scales::scale_s,   &fp8_scales::scale_o};
+static_assert(std::size(fp8_scale_names) == fp8_scale_fields.size(), "a name for every fp8 scale, in its order");
+
+// The first of the scales that is not positive and finite (its index in
+// fp8_scale_names), or none.
+inline std::optional<std::size_t> bad_fp8_scale(const fp8_scales& scales) {
+  for (std::size_t i = 0; i < fp8_scale_fields.size(); ++i) {
+    const float x = to_host(scales.*fp8_scale_fields[i]);
+    if (!(x > 0.0f) || !std::isfinite(x)) return i;
+  }
+  return std::nullopt;
+}
+
 // What a call adds to a description: its shape (the split heuristic sees the
 // whole call's B and H), its scale, and overrides.
 struct call_options {
   std::optional<double> scale;  // as Python's float; default 1/sqrt(head_dim) in double
   gpu device = default_gpu();    // its multiprocessors, for the split heuristic
   std::optional<int> splits;     // a split count instead of the heuristic's (flash2_heuristic only)
+  fp8_scales fp8;                // an fp8 kernel's scales (all 1 by default); refused as other than 1 for bf16
 };
 
 // The tiles a description gives a head dim and a split count.
@@ -300,9 +422,29 @@ inline flash_kernel resolve(const kernel_description& description, const attenti
   switch (description.scale_log2_from) {
     case scale_log2_source::float_scale: kernel.scale_log2 = softmax_scale_log2(kernel.scale); break;
     case scale_log2_source::double_scale: kernel.scale_log2 = from_host(static_cast<float>(scale * 1.4426950408889634)); break;
-    case scale_log2_source::float_product:
-      kernel.scale_log2 = from_host(to_host(kernel.scale) * to_host(float32::from_bits(0x3FB8AA3Bu)));
+    case scale_log2_source::float_product: {
+      float32 folded = kernel.scale;
+      if (is_fp8(kernel.inputs))
+        folded = ptx::mul_f32(ptx::mul_f32(call.fp8.descale_q, folded), call.fp8.descale_k);
+      kernel.scale_log2 = ptx::mul_f32(folded, float32::from_bits(0x3FB8AA3Bu));
       break;
+    }
+  }
+  if (is_fp8(kernel.inputs)) {
+    if (const auto bad = bad_fp8_scale(call.fp8))
+      throw std::invalid_argument("kernel " + description.name + ": " + std::string(fp8_scale_names[*bad]) + " " +
+                                  std::to_string(to_host(call.fp8.*fp8_scale_fields[*bad])) +
+                                  " is not a positive finite number");
+    if (description.scale_log2_from != scale_log2_source::float_product)
+      throw std::invalid_argument("kernel " + description.name + ": fp8 inputs fold their descales into the "
+                                  "exponent's scale as scale_log2_from float_product does; write float_product");
+    kernel.p_scale = call.fp8.scale_s;
+    kernel.o_scale = ptx::mul_f32(ptx::mul_f32(call.fp8.descale_s, call.fp8.descale_v), call.fp8.scale_o);
+  } else {
+    for (std::size_t i = 0; i < fp8_scale_fields.size(); ++i)
+      if (call.fp8.*fp8_scale_fields[i] != from_host(1.0f))
+        throw std::invalid_argument("kernel " + description.name + " takes bf16 inputs; " +
+                                    std::string(fp8_scale_names[i]) + " is an fp8 kernel's scale");
   }
   if (call.splits && description.split != split_policy::flash2_heuristic && *call.splits != 1)
     throw std::invalid_argument("kernel " + description.name + " has no split-KV path (split is none)");

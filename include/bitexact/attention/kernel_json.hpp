@@ -44,7 +44,8 @@ inline const table<exponential_unit> exponentials{{"ex2.approx.f32", exponential
 inline const table<row_sum_rule> row_sums{{"thread_partials_across_blocks", row_sum_rule::thread_partials_across_blocks},
                                           {"block_sum_then_fma", row_sum_rule::block_sum_then_fma},
                                           {"warp_slices_then_add", row_sum_rule::warp_slices_then_add},
-                                          {"thread_block_sums_fma", row_sum_rule::thread_block_sums_fma}};
+                                          {"thread_block_sums_fma", row_sum_rule::thread_block_sums_fma},
+                                          {"thread_block_sums_descaled_fma", row_sum_rule::thread_block_sums_descaled_fma}};
 // O and l are rescaled after every block (kernel.hpp says why no other rule
 // changes a bit); a field so that a description says it.
 inline const table<bool> rescales{{"every_block", true}};
@@ -63,8 +64,12 @@ inline const table<causal_alignment> causal_alignments{{"bottom_right", causal_a
                                                        {"top_left", causal_alignment::top_left}};
 inline const table<split_policy> split_policies{{"none", split_policy::none},
                                                 {"flash2_heuristic", split_policy::flash2_heuristic}};
-// P V takes P rounded by this one conversion; a field so that a description says it.
-inline const table<bool> p_roundings{{"cvt.rn.bf16.f32", true}};
+// The conversions of P for P V and of O as written, by their PTX.
+inline const table<format> conversions{{"cvt.rn.bf16.f32", bf16}, {"cvt.rn.satfinite.e4m3x2.f32", e4m3}};
+inline const table<format> input_formats{{"bf16", bf16}, {"e4m3", e4m3}, {"e5m2", e5m2}};
+inline const table<p_scaling> p_scalings{{"none", p_scaling::none}, {"lg2_offset", p_scaling::lg2_offset}};
+inline const table<pv_accumulation> pv_accumulations{{"c_operand", pv_accumulation::c_operand},
+                                                      {"fp32_add", pv_accumulation::fp32_add}};
 
 using description_json::name_of;
 
@@ -148,7 +153,12 @@ inline kernel_description kernel_from_json(std::string_view text) {
     detail::description_error("rescale", "when_max_changes gives the bits of every_block (alpha is exactly 1 while "
                                          "the max stays, and x * 1 = x): write every_block");
   fields.named("rescale", names::rescales);
-  fields.named("p_rounding", names::p_roundings);
+  a.p_format = fields.named("p_rounding", names::conversions);
+  // Optional, so that bf16 descriptions written before fp8 stay as they were: bf16, none, c_operand, bf16.
+  if (fields.has("inputs")) a.inputs = fields.named("inputs", names::input_formats);
+  if (fields.has("p_scale")) a.p_scale_rule = fields.named("p_scale", names::p_scalings);
+  if (fields.has("pv_accumulation")) a.pv = fields.named("pv_accumulation", names::pv_accumulations);
+  if (fields.has("o_rounding")) a.o_format = fields.named("o_rounding", names::conversions);
   a.normalize = fields.named("normalization", names::normalizations);
   a.lse = fields.named("lse_formula", names::lse_formulas);
   a.lse_natural_units = fields.named("lse_units", names::lse_units);
@@ -169,6 +179,9 @@ inline kernel_description kernel_from_json(std::string_view text) {
     detail::description_error("lse_units", "lse_formula flash2 is in natural units");
   if (a.placement != scale_placement::scores && a.lse == lse_formula::max_over_log2e_plus_logf)
     detail::description_error("lse_formula", "max_over_log2e_plus_logf divides by log2_e: scale_placement scores");
+  if (is_fp8(a.inputs) && !scores_scaled && d.scale_log2_from != scale_log2_source::float_product)
+    detail::description_error("scale_log2_from", "fp8 inputs fold their descales into the exponent's scale as "
+                                                 "float_product does; write float_product");
   try {
     check_arithmetic_fields(a);
   } catch (const std::invalid_argument& e) {
@@ -224,7 +237,11 @@ inline nlohmann::ordered_json kernel_to_json(const kernel_description& d) {
   j["masked_max"] = names::name_of(names::masked_maxima, a.masked_max);
   j["row_sum"] = names::name_of(names::row_sums, a.row_sum);
   j["rescale"] = "every_block";
-  j["p_rounding"] = "cvt.rn.bf16.f32";
+  if (a.inputs != bf16) j["inputs"] = names::name_of(names::input_formats, a.inputs);
+  j["p_rounding"] = names::name_of(names::conversions, a.p_format);
+  if (a.p_scale_rule != p_scaling::none) j["p_scale"] = names::name_of(names::p_scalings, a.p_scale_rule);
+  if (a.pv != pv_accumulation::c_operand) j["pv_accumulation"] = names::name_of(names::pv_accumulations, a.pv);
+  if (a.o_format != bf16) j["o_rounding"] = names::name_of(names::conversions, a.o_format);
   j["normalization"] = names::name_of(names::normalizations, a.normalize);
   j["lse_formula"] = names::name_of(names::lse_formulas, a.lse);
   j["lse_units"] = names::name_of(names::lse_units, a.lse_natural_units);

@@ -152,13 +152,56 @@ inline kernel_description pytorch_sdpa_cudnn_sm90_description() {
   return d;
 }
 
+// cuDNN 9.19's fp8 scaled-dot-product attention forward on sm_90
+// (cudnn-frontend's sdpa_fp8, the path Transformer Engine takes on Hopper):
+// the generated kernel
+// cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f8_knob_32_64x256x128,
+// read in its SASS (cuda/capture/README.md, cuDNN's FP8 attention): Q, K, V
+// e4m3 with per-tensor descales; 64-row tiles, 256-key blocks ascending;
+// S on the fp8 unit (QGMMA, sm90_tensor_core_fp8), s = RN(S c) with c =
+// RN(RN(RN(descale_q scale) descale_k) log2 e); P = e4m3 satfinite of
+// ex2(s - RN(m - lg2 scale_s)), unnormalized; l_t = FFMA(sum_t, rcp scale_s,
+// RN(l_t alpha)); P V on the fp8 unit with RN(O alpha) as its C; O = e4m3
+// satfinite of O * RN(rcp(l) RN(RN(descale_s descale_v) scale_o)); Stats
+// as the bf16 kernel's L. Every fp32 operation .ftz, MUFU .ftz. Captured
+// with N_q = N_k from 256 to 1024, d 64 and 128, causal (top-left) and not
+// (tests/data/attention_fp8).
+inline kernel_description cudnn_sdpa_fp8_sm90_description() {
+  kernel_description d;
+  d.name = "cudnn_sdpa_fp8_sm90";
+  d.summary = "cuDNN 9.19's fp8 SDPA forward (sdpa_fp8, Transformer Engine's path) on sm_90: e4m3 Q, K, V with "
+              "descales, e4m3 O, fp32 Stats";
+  d.tiles = {{64, {64, 256}}, {128, {64, 256}}};
+  d.scale_log2_from = scale_log2_source::float_product;
+  flash_kernel& a = d.arithmetic;
+  a.causal = causal_alignment::top_left;  // diagonal_alignment TOP_LEFT, as the probe asks
+  a.tensor_core = sm90_tensor_core_fp8;
+  a.inputs = e4m3;
+  a.order = block_order::first_to_last;
+  a.placement = scale_placement::exponent;
+  a.unfused_scale = true;
+  a.max_in = max_units::exponent;
+  a.exponential = exponential_unit::ex2_approx_ftz_f32;
+  a.masked_max = masked_max_rule::zero_shift;
+  a.p_scale_rule = p_scaling::lg2_offset;
+  a.p_format = e4m3;
+  a.pv = pv_accumulation::c_operand;
+  a.row_sum = row_sum_rule::thread_block_sums_descaled_fma;
+  a.normalize = normalization::rcp_approx_then_multiply;
+  a.o_format = e4m3;
+  a.lse = lse_formula::max_ln2_plus_lg2_ln2;
+  a.lse_natural_units = true;
+  a.alu_ftz = true;
+  return d;
+}
+
 // PyTorch's scaled_dot_product_attention flash backend on sm_90 for one call:
 // its description above resolved for the shape, with the
 // split count of its heuristic on the GPU. scale: the caller's, or PyTorch's default.
 inline flash_kernel pytorch_sdpa_flash_sm90(const attention_shape& shape, std::optional<float32> scale = {},
                                             const gpu& device = default_gpu()) {
   return resolve(pytorch_sdpa_flash_sm90_description(), shape,
-                 {scale ? std::optional<double>(to_host(*scale)) : std::nullopt, device, {}});
+                 {scale ? std::optional<double>(to_host(*scale)) : std::nullopt, device, {}, {}});
 }
 
 // The paper's stabilized softmax on the same kernel arithmetic and the same
@@ -204,6 +247,7 @@ inline std::span<const preset> presets() {
       {"flex_attention_sm90", preset_kind::gpu_kernel, "", flex_attention_sm90_description},
       {"pytorch_sdpa_efficient_sm90", preset_kind::gpu_kernel, "", pytorch_sdpa_efficient_sm90_description},
       {"pytorch_sdpa_cudnn_sm90", preset_kind::gpu_kernel, "", pytorch_sdpa_cudnn_sm90_description},
+      {"cudnn_sdpa_fp8_sm90", preset_kind::gpu_kernel, "", cudnn_sdpa_fp8_sm90_description},
       {"paper_reference", preset_kind::paper_reference,
        "the paper's own flash attention in PyTorch (attention.py, 512 x 512 tiles, under bf16 autocast as its "
        "train.py runs it; not a GPU kernel's bits)"},

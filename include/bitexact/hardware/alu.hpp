@@ -70,6 +70,18 @@ constexpr bfloat16 cvt_rn_relu_bf16_f32(float32 x) {
   return !r.is_nan() && r.sign() ? bfloat16::zero() : r;
 }
 
+// cvt.rn.satfinite.e4m3x2.f32 (F2FP.SATFINITE.E4M3.F32), one of the pair: to
+// nearest even, e4m3's subnormals kept, a result beyond 448 (an overflow or an
+// infinite input) the largest finite e4m3 of its sign, NaN -> 0x7F. Evidence:
+// cuDNN's fp8 attention captures (tests/data/attention_fp8), whose P and O
+// pass through it; no capture probes it alone.
+constexpr float8_e4m3 cvt_rn_satfinite_e4m3_f32(float32 x) {
+  if (x.is_nan()) return float8_e4m3::canonical_nan();
+  // e4m3 has no infinity: an overflow converts to its NaN pattern.
+  const float8_e4m3 r = convert<e4m3>(x, gpu_environment()).result;
+  return r.is_nan() ? float8_e4m3::max_finite(x.sign()) : r;
+}
+
 // cvt.rn.f16.f32 and cvt.rn.f16x2.f32 d, hi, lo (F2FP.F16.F32.PACK_AB): RN-even
 // with fp16 subnormals kept, overflow to infinity, any NaN -> 0x7FFF; the
 // first source operand lands in the upper half (capture: ops.bin cvt section).

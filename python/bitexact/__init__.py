@@ -782,8 +782,8 @@ def _kernel_text(kernel):
         return file.read()
 
 
-def _attention_operands(q, k, v):
-    q, k, v = (as_bits(x, "bf16", name) for x, name in ((q, "q"), (k, "k"), (v, "v")))
+def _attention_operands(q, k, v, format="bf16"):
+    q, k, v = (as_bits(x, format, name) for x, name in ((q, "q"), (k, "k"), (v, "v")))
     if q.ndim not in (2, 4) or k.ndim != q.ndim or v.shape != k.shape:
         raise ValueError(f"attention: expected q [B, H, N, d] and k, v [B, H, N_k, d] (or [N, d] and [N_k, d]), "
                          f"got q {q.shape}, k {k.shape}, v {v.shape}")
@@ -792,13 +792,33 @@ def _attention_operands(q, k, v):
     return q, k, v
 
 
+# The per-call scales of fp8 attention kernels, in the order the library takes them.
+FP8_SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
+
+
+def _one_byte(x):
+    """Whether x holds one-byte elements (fp8 bit patterns, or ml_dtypes' or PyTorch's fp8 types)."""
+    if _is_torch_tensor(x):
+        return x.element_size() == 1
+    return np.asarray(x).dtype.itemsize == 1
+
+
 def attention(q, k, v, *, preset=None, kernel=None, causal=False, scale=None, splits=None, gpu=None,
-              batch_heads=None, beta=None, eps=None, autocast=True, threads=0):
+              batch_heads=None, beta=None, eps=None, autocast=True, threads=0, descale_q=None, descale_k=None,
+              descale_v=None, descale_s=None, scale_s=None, scale_o=None):
     """The flash-attention forward pass as a preset or a kernel description computes it; (o, lse).
 
     q [B, H, N, d], k and v [B, H, N_k, d] (or one head, [N, d]) of bf16 bits. o has q's
     shape (bf16 bits), lse [B, H, N] (fp32 bits; .view(np.float32) for the numbers); for
     paper_reference_fp64 both are float64.
+
+    fp8 kernels (cudnn_sdpa_fp8_sm90, or a description whose inputs are e4m3 or e5m2) take
+    q, k, v of fp8 bits (uint8, or ml_dtypes' float8 arrays) and the call's scales as
+    cuDNN's fp8 SDPA takes them: descale_q, descale_k, descale_v (the inputs' dequantizing
+    factors), descale_s and scale_s (P's), scale_o (O's); each a positive finite number,
+    1 when not given. o is then the kernel's output format's bits (e4m3 for cuDNN's: uint8)
+    and lse its Stats (fp32 bits). splits, batch_heads, beta, eps and autocast are not
+    options of fp8 kernels.
 
     preset: a name of ATTENTION_PRESETS (list_kernels() has their summaries); default the
     first, pytorch_sdpa_flash_sm90. kernel: instead of a preset, a GPU kernel's description,
@@ -819,6 +839,10 @@ def attention(q, k, v, *, preset=None, kernel=None, causal=False, scale=None, sp
     _check_options("attention", preset=preset, causal=causal, scale=scale, splits=splits, gpu=gpu, beta=beta, eps=eps,
                    autocast=autocast, threads=threads)
     kernel = _kernel_text(kernel)
+    scales = [descale_q, descale_k, descale_v, descale_s, scale_s, scale_o]
+    if _one_byte(q) or any(x is not None for x in scales):
+        return _attention_fp8(q, k, v, preset, kernel, causal, scale, gpu, threads, scales,
+                              splits=splits, batch_heads=batch_heads, beta=beta, eps=eps, autocast=autocast)
     q, k, v = _attention_operands(q, k, v)
     n, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
     batch, heads = q.shape[:2] if q.ndim == 4 else (1, 1)
@@ -826,6 +850,22 @@ def attention(q, k, v, *, preset=None, kernel=None, causal=False, scale=None, sp
     o, lse = _bitexact._attention(*flat, batch, heads, n, n_k, d, causal, scale, splits, gpu,
                                   None if batch_heads is None else tuple(batch_heads), preset, kernel, beta, eps,
                                   autocast, int(threads))
+    return o.reshape(q.shape), lse.reshape(q.shape[:-1])
+
+
+def _attention_fp8(q, k, v, preset, kernel, causal, scale, gpu, threads, scales, **bf16_only):
+    given = [name for name, value in bf16_only.items() if value is not None and not (name == "autocast" and value)]
+    if given:
+        raise ValueError(f"attention: {', '.join(given)} {'is not an option' if len(given) == 1 else 'are not options'} "
+                         f"of fp8 kernels")
+    fp8 = "e5m2" if getattr(getattr(q, "dtype", None), "name", "") == "float8_e5m2" else "e4m3"
+    q, k, v = _attention_operands(q, k, v, fp8)
+    n, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    batch, heads = q.shape[:2] if q.ndim == 4 else (1, 1)
+    flat = [np.ascontiguousarray(x).reshape(-1) for x in (q, k, v)]
+    o, lse = _bitexact._attention_fp8(*flat, batch, heads, n, n_k, d, causal, scale,
+                                      [None if x is None else float(x) for x in scales], gpu, preset, kernel,
+                                      int(threads))
     return o.reshape(q.shape), lse.reshape(q.shape[:-1])
 
 

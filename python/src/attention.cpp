@@ -121,7 +121,8 @@ py::tuple attention_fp8_call(const py::array& q, const py::array& k, const py::a
   call.fp8_scales = scales;
   const attention::resolved_call r = attention::resolve_call(call);
   if (!r.fp8())
-    throw std::invalid_argument(call.model.name() + " takes bf16 Q, K and V; attention_fp8 computes fp8 kernels (" +
+    throw std::invalid_argument(call.model.name() + " takes bf16 Q, K and V (uint16 bit patterns), without fp8 scales; one-byte Q, K and V and the "
+                                "scales are for fp8 kernels (" +
                                 attention::preset_names_where([](const attention::preset& p) {
                                   return p.description && attention::is_fp8(p.description().arithmetic.inputs);
                                 }) + ")");

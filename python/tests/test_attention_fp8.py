@@ -62,7 +62,7 @@ def test_bad_calls_are_refused(data_dir):
     for bad in (0.0, -2.0, float("inf"), float("nan")):
         with pytest.raises(ValueError, match="^scale_o .* is not a positive finite number"):
             run(folder, rows, keys, d, causal, [*scales[:5], bad], preset="cudnn_sdpa_fp8_sm90")
-    with pytest.raises(ValueError, match="takes bf16 Q, K and V; attention_fp8 computes fp8 kernels"):
+    with pytest.raises(ValueError, match="takes bf16 Q, K and V .* are for fp8 kernels"):
         run(folder, rows, keys, d, causal, [None] * 6, preset="pytorch_sdpa_cudnn_sm90")
     q = np.zeros((rows, d), np.uint16)
     with pytest.raises(ValueError, match="takes e4m3 Q, K and V"):
@@ -72,3 +72,21 @@ def test_bad_calls_are_refused(data_dir):
         _bitexact._attention_fp8(np.zeros(rows * 96, np.uint8), np.zeros(keys * 96, np.uint8),
                                  np.zeros(keys * 96, np.uint8), 1, 1, rows, keys, 96, False, None, [None] * 6, None,
                                  "cudnn_sdpa_fp8_sm90", None, 0)
+
+
+def test_attention_takes_fp8_bits_and_the_scales_by_name(data_dir, compared):
+    """bitexact.attention's keyword form: one-byte Q, K and V and FP8_SCALES by name, the same bits
+    as the committed heads; the bf16-only options refused."""
+    for name, rows, keys, d, causal, scales, folder in fp8_cases(data_dir):
+        q, k, v = (np.load(folder / f"{x}.npy") for x in "qkv")
+        o, lse = bitexact.attention(q, k, v, preset="cudnn_sdpa_fp8_sm90", causal=causal,
+                                    **dict(zip(bitexact.FP8_SCALES, scales)))
+        assert o.dtype == np.uint8 and o.shape == q.shape and lse.shape == q.shape[:-1]
+        np.testing.assert_array_equal(o, np.load(folder / "o.npy"), err_msg=name)
+        np.testing.assert_array_equal(lse.view(np.uint32), np.load(folder / "stats.npy").view(np.uint32), err_msg=name)
+        compared(o.size + lse.size)
+    for option in ({"splits": 2}, {"beta": 2.0}, {"batch_heads": (1, 1)}):
+        with pytest.raises(ValueError, match="is not an option of fp8 kernels"):
+            bitexact.attention(q, k, v, preset="cudnn_sdpa_fp8_sm90", **option)
+    with pytest.raises(ValueError, match="takes bf16 Q, K and V"):
+        bitexact.attention(q, k, v, preset="pytorch_sdpa_flash_sm90")

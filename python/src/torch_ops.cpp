@@ -88,7 +88,7 @@ void launch(const Tensor& query, const Tensor& key, const Tensor& value, const T
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   const int rc = which == 0 ? flash::forward_wgmma(c, stream) : flash::forward_fa2(c, stream);
   const char* refusal = flash::call_refusal(c);
-  TORCH_CHECK(rc != 1, "bitexact: the kernels do not take this call: ", refusal ? refusal : "arguments refused");
+  TORCH_CHECK_VALUE(rc != 1, "bitexact: the kernels do not take this call: ", refusal ? refusal : "arguments refused");
   TORCH_CHECK(rc == 0, "bitexact: the kernel's launch failed: ", cudaGetErrorString(cudaGetLastError()));
 }
 

@@ -167,31 +167,21 @@ inline kernel_description pytorch_sdpa_cudnn_sm90_description() {
 // with N_q = N_k from 256 to 1024, d 64 and 128, causal (top-left) and not
 // (tests/data/attention_fp8).
 inline kernel_description cudnn_sdpa_fp8_sm90_description() {
-  kernel_description d;
+  // The softmax of cuDNN's generated bf16 kernel (its SASS: the exponent's units, .ftz, MUFU, the
+  // per-thread sums, O * MUFU.RCP(l), the same L), with fp8 operands and the fp8 unit.
+  kernel_description d = pytorch_sdpa_cudnn_sm90_description();
   d.name = "cudnn_sdpa_fp8_sm90";
   d.summary = "cuDNN 9.19's fp8 SDPA forward (sdpa_fp8, Transformer Engine's path) on sm_90: e4m3 Q, K, V with "
               "descales, e4m3 O, fp32 Stats";
   d.tiles = {{64, {64, 256}}, {128, {64, 256}}};
-  d.scale_log2_from = scale_log2_source::float_product;
+  d.min_query_rows = 1;  // the bf16 kernel's one-row refusal is of another kernel; fp8 one-row calls are not captured
   flash_kernel& a = d.arithmetic;
-  a.causal = causal_alignment::top_left;  // diagonal_alignment TOP_LEFT, as the probe asks
   a.tensor_core = sm90_tensor_core_fp8;
   a.inputs = e4m3;
-  a.order = block_order::first_to_last;
-  a.placement = scale_placement::exponent;
-  a.unfused_scale = true;
-  a.max_in = max_units::exponent;
-  a.exponential = exponential_unit::ex2_approx_ftz_f32;
-  a.masked_max = masked_max_rule::zero_shift;
   a.p_scale_rule = p_scaling::lg2_offset;
   a.p_format = e4m3;
-  a.pv = pv_accumulation::c_operand;
   a.row_sum = row_sum_rule::thread_block_sums_descaled_fma;
-  a.normalize = normalization::rcp_approx_then_multiply;
   a.o_format = e4m3;
-  a.lse = lse_formula::max_ln2_plus_lg2_ln2;
-  a.lse_natural_units = true;
-  a.alu_ftz = true;
   return d;
 }
 

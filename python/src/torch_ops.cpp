@@ -87,8 +87,12 @@ void launch(const Tensor& query, const Tensor& key, const Tensor& value, const T
                 int(stabilize), float(beta), float(eps), p_bar_ones, max_repeated};
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   const int rc = which == 0 ? flash::forward_wgmma(c, stream) : flash::forward_fa2(c, stream);
-  const char* refusal = flash::call_refusal(c);
-  TORCH_CHECK_VALUE(rc != 1, "bitexact: the kernels do not take this call: ", refusal ? refusal : "arguments refused");
+  // The reason is looked up only when there is one (the message's arguments are evaluated on failure).
+  const auto reason = [&c] {
+    const char* refusal = flash::call_refusal(c);
+    return refusal ? refusal : "arguments refused";
+  };
+  TORCH_CHECK_VALUE(rc != 1, "bitexact: the kernels do not take this call: ", reason());
   TORCH_CHECK(rc == 0, "bitexact: the kernel's launch failed: ", cudaGetErrorString(cudaGetLastError()));
 }
 

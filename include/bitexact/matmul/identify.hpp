@@ -56,7 +56,8 @@ std::vector<identified> identify(const std::vector<gemm_description>& candidates
       std::string key = arithmetic.dump();
       for (int split = 0; split < splits; ++split) {
         const auto [first, end] = split_range(d, call.shape.k, split);
-        if (first < end) key += " " + std::to_string(first) + "-" + std::to_string(end);
+        // append, not " " + std::string: GCC 12 warns (-Wrestrict) about the inlined operator+ (PR 105651).
+        if (first < end) key.append(" ").append(std::to_string(first)).append("-").append(std::to_string(end));
       }
       // With more than one split the reduce kernel applies alpha and beta (alpha_beta_split_k).
       key += splits > 1 ? " reduce" : "";

@@ -30,15 +30,11 @@ import tempfile
 
 import numpy as np
 
+# The project's FNV-1a 64 of tests/data's MANIFESTs, defined once beside the other packer.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from pack_attention_captures import fnv1a64  # noqa: E402
+
 SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
-
-
-def fnv1a64(data):
-    """The project's FNV-1a 64: its offset basis, 1469598103934665603, is a digit short of the standard one."""
-    h = 1469598103934665603
-    for byte in data:
-        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
 
 
 def load(outdir):

@@ -62,6 +62,10 @@ import numpy as np
 
 import bitexact
 
+# The project's FNV-1a 64 of tests/data's MANIFESTs, defined once (tools/pack_attention_captures.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pack_attention_captures import fnv1a64  # noqa: E402
+
 # ---------------------------------------------------------------- loading
 
 
@@ -536,14 +540,6 @@ def check_triton(folder, alternatives=False):
 
 
 # ---------------------------------------------------------------- the committed subset
-
-def fnv1a64(data):
-    # The project's FNV-1a 64 (include/bitexact/core/checksum.hpp): offset basis 1469598103934665603.
-    h = 1469598103934665603
-    for byte in data:
-        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
-
 
 def pick(indices, total, limit, rng):
     """Up to `limit` of range(total): first the given ones (in order of appearance), then random."""

@@ -83,14 +83,14 @@ struct attention_problem {
 // What a preset computed: bit patterns (O bf16, L float32), or doubles for paper_reference_fp64.
 struct attention_result {
   attention::attention_output bits;
-  std::vector<float8_e4m3> o8;  // an fp8 kernel's O (bits.o empty)
+  std::vector<float8_e4m3> o8;  // an e4m3 O (cuDNN's fp8 recipe; bits.o empty)
   std::vector<double> o, lse;
 };
 
 // The expected values, read and checked before the (long) computation.
 struct expectations {
   std::optional<std::vector<bfloat16>> o;
-  std::optional<std::vector<float8_e4m3>> o8;  // an fp8 kernel's O: uint8 e4m3 bit patterns
+  std::optional<std::vector<float8_e4m3>> o8;  // an e4m3 O: uint8 bit patterns
   std::optional<std::vector<float32>> lse;  // N rows a head; a padded file's padding checked and dropped
   std::size_t lse_padded_rows = 0;          // the file's rows a head when padded (the memory-efficient backend's)
 };

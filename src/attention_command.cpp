@@ -33,9 +33,10 @@ constexpr std::string_view attention_help =
     "as uint16 or int16 (x.view(torch.int16).cpu().numpy()), or float32 only if every\n"
     "value is exactly a bf16 value (its low 16 bits are zero, as x.float() of a bf16\n"
     "tensor gives); any other float32 is refused, naming the file and the first index\n"
-    "that is not. An fp8 kernel (cudnn_sdpa_fp8_sm90) takes Q, K and V as uint8 fp8 bit\n"
-    "patterns (x.view(torch.uint8)) with their scales (--descale-q ... --scale-o), and\n"
-    "writes O as uint8 e4m3 patterns.\n"
+    "that is not. An fp8 kernel (a preset or description whose inputs are e4m3 or e5m2)\n"
+    "takes Q, K and V as uint8 fp8 bit patterns (x.view(torch.uint8)) with their scales\n"
+    "(--descale-q ... --scale-o), and writes O in its o_rounding's format: uint8 e4m3\n"
+    "patterns (cuDNN's fp8 recipe) or uint16 bf16 patterns (FA2's fp8 recipe).\n"
     "\n"
     "options:\n"
     "{options}\n"
@@ -195,9 +196,9 @@ std::vector<option> option_table(attention_options& o) {
          o.call.epsilon = as_float(parse_float_decimal(e, "a finite decimal of at least 0, such as 0.001", 0.0));
        }},
       {"--descale-q", "X",
-       "(fp8 kernels: cudnn_sdpa_fp8_sm90) the per-tensor scale factors of\n"
-       "cuDNN's sdpa_fp8, each a positive decimal read as a float (default\n"
-       "1): Q, K and V hold x / descale, P is stored times --scale-s and\n"
+       "(fp8 kernels) the per-tensor scale factors, as cuDNN's sdpa_fp8\n"
+       "takes them, each a positive decimal read as a float (default 1):\n"
+       "Q, K and V hold x / descale, P is stored times --scale-s and\n"
        "undone by --descale-s, O is written times --scale-o",
        fp8_scale(o, 0)},
       {"--descale-k", "X", "the same for K", fp8_scale(o, 1)},
@@ -205,12 +206,12 @@ std::vector<option> option_table(attention_options& o) {
       {"--descale-s", "X", "P's descale (1/448 in Transformer Engine's recipe)", fp8_scale(o, 3)},
       {"--scale-s", "X", "P's scale (448 in Transformer Engine's recipe)", fp8_scale(o, 4)},
       {"--scale-o", "X", "O's scale", fp8_scale(o, 5)},
-      {"--out-o", "FILE", "write O as uint16 bf16 bit patterns (fp8 kernels: uint8 e4m3), shaped like Q", file(o.out_o)},
+      {"--out-o", "FILE", "write O as uint16 bf16 bit patterns (an e4m3 O: uint8), shaped like Q", file(o.out_o)},
       {"--out-lse", "FILE", "write L as float32, shape [B, H, N] ([N] for [N, d] inputs)", file(o.out_lse)},
       {"--expect-o", "FILE",
        "compare O with FILE bit for bit: uint16 or int16 bf16 patterns, or\n"
-       "float32 holding bf16 values exactly, shaped like Q (fp8 kernels:\n"
-       "uint8 e4m3 patterns)",
+       "float32 holding bf16 values exactly, shaped like Q (an e4m3 O:\n"
+       "uint8 patterns)",
        file(o.expect_o)},
       {"--expect-lse", "FILE",
        "compare L with FILE bit for bit: float32, [B, H, N] ([N] for\n"

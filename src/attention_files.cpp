@@ -68,13 +68,16 @@ expectations read_expectations(const attention_problem& p) {
     if (array.shape != p.q.file_shape)
       fail(printable(path) + ": O has shape " + shape_text(array.shape) + "; expected Q's shape " +
            shape_text(p.q.file_shape));
-    if (p.call.fp8()) {
+    if (p.call.o_format() == e4m3) {
       if (array.descr != "<u1")
         fail(printable(path) + ": element type '" + array.descr + "' is not uint8; " + p.call.call.model.name() +
              "'s O is e4m3, compared as uint8 bit patterns (o.view(torch.uint8))");
       expected.o8.emplace(array.element_count());
       for (std::size_t i = 0; i < expected.o8->size(); ++i) (*expected.o8)[i] = float8_e4m3::from_bits(array.word(i));
     } else {
+      if (p.call.fp8() && array.element_size() == 1)
+        fail(printable(path) + ": element type '" + array.descr + "' is one byte, but " + p.call.call.model.name() +
+             "'s O is bf16: compare uint16 or int16 bf16 bit patterns (o.view(torch.int16))");
       expected.o = bf16_elements(array, path);
     }
   }
@@ -119,7 +122,7 @@ void write_outputs(const attention_problem& p, const attention_result& computed)
       if (!p.options.out_lse.empty()) npy::write(p.options.out_lse, "<f8", lse_shape(p), computed.lse.data());
       return;
     }
-    if (!p.options.out_o.empty() && p.call.fp8()) {
+    if (!p.options.out_o.empty() && p.call.o_format() == e4m3) {
       std::vector<std::uint8_t> bits(computed.o8.size());
       for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = computed.o8[i].bits;
       npy::write(p.options.out_o, "|u1", p.q.file_shape, bits.data());

@@ -97,9 +97,12 @@ attention_result compute(const attention_problem& p) {
     if (p.call.fp64()) {
       result.o.resize(heads * rows * d), result.lse.resize(heads * rows);
       attention::forward_fp64(p.call, p.q.values, p.k.values, p.v.values, result.o, result.lse, told);
-    } else if (p.call.fp8()) {
+    } else if (p.call.fp8() && p.call.o_format() == e4m3) {
       result.o8.resize(heads * rows * d), result.bits.lse.resize(heads * rows);
       attention::forward(p.call, p.q.fp8_bits, p.k.fp8_bits, p.v.fp8_bits, result.o8, result.bits.lse, told);
+    } else if (p.call.fp8()) {
+      result.bits.o.resize(heads * rows * d), result.bits.lse.resize(heads * rows);
+      attention::forward(p.call, p.q.fp8_bits, p.k.fp8_bits, p.v.fp8_bits, result.bits.o, result.bits.lse, told);
     } else {
       result.bits.o.resize(heads * rows * d), result.bits.lse.resize(heads * rows);
       attention::forward(p.call, p.q.values, p.k.values, p.v.values, result.bits.o, result.bits.lse, told);
@@ -137,9 +140,12 @@ void print_summary(const attention_problem& p) {
                   fmt::format("{}", to_host(p.call.paper.stabilize->epsilon)).c_str());
     return;
   }
+  // The call's scale as the kernel takes it, a float (an fp8 kernel of FA2's recipe folds descales into its own).
+  const float32 scale = from_host(static_cast<float>(
+      p.options.call.scale ? *p.options.call.scale : 1.0 / std::sqrt(static_cast<double>(p.q.head_dim))));
   std::printf("attention: Q %s, K and V %s, %s, scale %s\n", shape_text(p.q.file_shape).c_str(),
               shape_text(p.k.file_shape).c_str(), p.options.call.shape.causal ? "causal" : "not causal",
-              fmt::format("{} (0x{:08X}){}", to_host(p.kernel().scale), p.kernel().scale.bits,
+              fmt::format("{} (0x{:08X}){}", to_host(scale), scale.bits,
                           p.options.call.scale ? "" : ", the default 1/sqrt(d)")
                   .c_str());
   const std::string split_source =
@@ -156,7 +162,11 @@ void print_summary(const attention_problem& p) {
       scales += fmt::format("{}{} {}", i ? ", " : "", attention::fp8_scale_names[i],
                             given ? static_cast<float>(*given) : 1.0f);
     }
-    std::printf("%s Q, K and V; %s (O e4m3)\n", std::string(name_of(p.kernel().inputs)).c_str(), scales.c_str());
+    std::printf("%s Q, K and V; %s (O %s)\n", std::string(name_of(p.kernel().inputs)).c_str(), scales.c_str(),
+                std::string(name_of(p.kernel().o_format)).c_str());
+    if (p.kernel().scale != scale)
+      std::printf("the scores' scale RN(RN(scale * descale_q) * descale_k): %s\n",
+                  fmt::format("{} (0x{:08X})", to_host(p.kernel().scale), p.kernel().scale.bits).c_str());
   }
   if (p.kernel().stabilize)
     std::printf("stabilized softmax%s: beta %s, eps %s\n", p.kernel().stabilize->across_blocks ? " across blocks" : "",

@@ -2,6 +2,8 @@
 // rowsum(dO O) over many synthetic query rows (testing/synthetic_heads.hpp),
 // per scenario cell, for the standard kernel and the stabilized ones
 // (Qiu & Yao, Algorithm 3), with 95% confidence intervals; CSV and an SVG plot.
+// --inputs e4m3 runs the same analysis on bitexact's FP8 kernel, its heads
+// quantised per tensor and the exact output computed from the dequantised ones.
 #include <algorithm>
 #include <atomic>
 #include <charconv>
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,7 +46,7 @@ constexpr std::string_view statistics_help =
     "usage: bitexact bias statistics [--head-dims LIST] [--keys LIST] [--rows R] [--heads H]\n"
     "           [--ties LIST] [--placements LIST] [--maxima LIST] [--v-means LIST]\n"
     "           [--betas LIST] [--eps X] [--across-blocks] [--seed N] [--threads T]\n"
-    "           [--csv FILE] [--svg FILE] [--save-heads DIR] [--backward]\n"
+    "           [--csv FILE] [--svg FILE] [--save-heads DIR] [--backward] [--inputs bf16|e4m3]\n"
     "\n"
     "Does the paper's stabilized softmax (Qiu & Yao, Algorithm 3) remove the rounding bias\n"
     "of attention's output? Over synthetic heads (include/bitexact/testing/synthetic_heads.hpp,\n"
@@ -63,6 +66,26 @@ constexpr std::string_view statistics_help =
     "interval. The independent unit (units) is a tie group of a head, not a row: the rows of\n"
     "a group share their tied keys and V rows (a sink head is one group), so the interval is\n"
     "t(0.975, units - 1) s / sqrt(units), s the standard deviation of the units' means.\n"
+    "\n"
+    "--inputs e4m3 runs the same analysis on bitexact's FP8 kernel: bitexact_flash_fp8_sm90 and\n"
+    "bitexact_flash_fp8_sm90_stabilized (with --across-blocks also ..._stabilized_across_blocks),\n"
+    "the given betas and eps, e4m3 Q, K, V with per-tensor descales, scale_s 256, descale_s 1/256,\n"
+    "scale_o 1 (our PyTorch operator's defaults), bf16 O. The same generator and cells; the\n"
+    "placements refer to that kernel's K/V block (128 keys at head dim 64 and 128). Each head's\n"
+    "Q, K and V are quantised as Transformer Engine's per-tensor recipe, each tensor with\n"
+    "  descale = RN(amax / 448) in fp32 (amax its largest |x|; 1 if amax is 0)\n"
+    "  x8      = cvt.rn.satfinite.e4m3(RN(x / descale)): div.rn.f32, then e4m3 round to\n"
+    "            nearest even, saturating at +-448\n"
+    "and O_exact is computed in double from the dequantised inputs x8 * descale, so that the\n"
+    "errors measure the kernel's rounding, not the quantisation's. Then p_one counts keys whose\n"
+    "e4m3 P-bar is the row max's, e4m3(scale_s) = 256, and the table adds\n"
+    "  tied    per cell, rows whose exact scores on the dequantised inputs still have exactly\n"
+    "          t maxima (tied keys are identical K rows; quantisation keeps them tied)\n"
+    "  lost    per kernel, rows whose O lost more than half its magnitude, sum |O| <\n"
+    "          sum |O_exact| / 2: the stabilized rule can push every P-bar of a block below\n"
+    "          e4m3's smallest subnormal (RN(P * 256) < 2^-10) when the repeated max is large;\n"
+    "          such rows stay in every mean\n"
+    "(CSV: tied_rows, o_lost_rows). --backward and --save-heads take bf16 inputs only.\n"
     "\n"
     "options (LIST: comma-separated values):\n"
     "{options}\n"
@@ -85,6 +108,7 @@ struct statistics_options {
   double eps = 1e-3;
   bool across_blocks = false;
   bool backward = false;
+  format inputs = bf16;  // or e4m3: bitexact's FP8 kernel on the heads quantised per tensor
   std::uint64_t seed = 1;
   int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   std::string csv, svg, save_heads;
@@ -182,6 +206,14 @@ std::vector<option> option_table(statistics_options& o) {
        "             head's first t keys), in the tie group's unit\n"
        "(and their columns in the CSV)",
        [&](std::string_view) { o.backward = true; }},
+      {"--inputs", "FORMAT",
+       "bf16 (default: PyTorch's flash kernel on the heads as generated) or\n"
+       "e4m3 (bitexact's FP8 kernel on them quantised per tensor; above)",
+       [&](std::string_view f) {
+         if (f == "bf16") o.inputs = bf16;
+         else if (f == "e4m3") o.inputs = e4m3;
+         else refuse_value("bf16 or e4m3 (the FP8 kernel's presets take e4m3 Q, K and V)", f);
+       }},
       {"--seed", "N", "the generator's seed (0 to 2^64 - 1; default 1)", [&](std::string_view n) { o.seed = parse_seed(n); }},
       {"--threads", "T",
        "heads run on T threads (default: the host's cores); the results do\nnot depend on it",
@@ -210,35 +242,64 @@ struct variant {
   std::string name;
   double beta = 0;
   bool across_blocks = false;
+  // --inputs e4m3: the FP8 preset's description (the name is its name), resolved per head with its scales.
+  std::optional<attention::kernel_description> fp8;
 
   std::string label() const {
     return beta == 0 ? name : fmt::format("{} beta {}", name, beta);
   }
   std::string file_tag() const { return beta == 0 ? name : fmt::format("{}_beta{}", name, beta); }
 
-  flash_kernel kernel(const attention_shape& shape, double eps) const {
+  flash_kernel kernel(const attention_shape& shape, double eps, const attention::fp8_scales& scales = {}) const {
     // The single-split kernel, as PyTorch launches it when the call's row blocks fill 80% of the GPU
     // (256 heads), which is the path our GPU kernels implement.
     attention_shape launch = shape;
     launch.heads = 256;
+    if (fp8) return fp8_kernel(launch, eps, scales);
     if (beta == 0) return attention::pytorch_sdpa_flash_sm90(launch);
     const attention::stabilized_max rule{from_host(static_cast<float>(beta)), from_host(static_cast<float>(eps)), false};
     return across_blocks ? attention::pytorch_sdpa_flash_sm90_stabilized_across_blocks(launch, {}, rule)
                          : attention::pytorch_sdpa_flash_sm90_stabilized(launch, {}, rule);
   }
+
+ private:
+  // The FP8 preset with the run's beta and eps in place of its rule's, and the head's scales.
+  flash_kernel fp8_kernel(const attention_shape& launch, double eps, const attention::fp8_scales& scales) const {
+    attention::kernel_description description = *fp8;
+    if (beta != 0)
+      description.arithmetic.stabilize =
+          attention::stabilized_max{from_host(static_cast<float>(beta)), from_host(static_cast<float>(eps)), across_blocks};
+    attention::call_options call;
+    call.fp8 = scales;
+    return attention::resolve(description, launch, call);
+  }
 };
 
 std::vector<variant> variants_of(const statistics_options& o) {
-  std::vector<variant> out{{"standard", 0, false}};
-  for (const double beta : o.betas) out.push_back({"stabilized", beta, false});
+  if (o.inputs == e4m3) {
+    const auto named = [](attention::kernel_description d, double beta, bool across) {
+      return variant{d.name, beta, across, std::move(d)};
+    };
+    std::vector<variant> out{named(attention::bitexact_flash_fp8_sm90_description(), 0, false)};
+    for (const double beta : o.betas) out.push_back(named(attention::bitexact_flash_fp8_sm90_stabilized_description(), beta, false));
+    if (o.across_blocks)
+      for (const double beta : o.betas)
+        out.push_back(named(attention::bitexact_flash_fp8_sm90_stabilized_across_blocks_description(), beta, true));
+    return out;
+  }
+  std::vector<variant> out{{"standard", 0, false, std::nullopt}};
+  for (const double beta : o.betas) out.push_back({"stabilized", beta, false, std::nullopt});
   if (o.across_blocks)
-    for (const double beta : o.betas) out.push_back({"across_blocks", beta, true});
+    for (const double beta : o.betas) out.push_back({"across_blocks", beta, true, std::nullopt});
   return out;
 }
 
-// The kernel's K/V block for a head dim, which the placements refer to.
-int tile_of(int head_dim) {
-  return attention::pytorch_sdpa_flash_sm90(attention_shape{1, 256, 128, 4096, head_dim, false}).block_n;
+// The kernel's K/V block for a head dim, which the placements refer to: PyTorch's flash kernel's, or
+// (e4m3) the FP8 kernel's, 128 keys at both head dims.
+int tile_of(int head_dim, format inputs) {
+  const attention_shape shape{1, 256, 128, 4096, head_dim, false};
+  if (inputs == e4m3) return attention::resolve(attention::bitexact_flash_fp8_sm90_description(), shape).block_n;
+  return attention::pytorch_sdpa_flash_sm90(shape).block_n;
 }
 
 std::vector<head_spec> cells_of(const statistics_options& o) {
@@ -249,7 +310,7 @@ std::vector<head_spec> cells_of(const statistics_options& o) {
         for (const tie_placement placement : o.placements)
           for (const int ties : o.ties)
             for (const double v_mean : o.v_means) {
-              const head_spec spec{d, keys, o.rows, tile_of(d), maximum, placement, ties, v_mean};
+              const head_spec spec{d, keys, o.rows, tile_of(d, o.inputs), maximum, placement, ties, v_mean};
               if (ties > spec.tile)
                 fail(fmt::format("bias statistics: --ties {} exceeds head dim {}'s K/V block of {} keys", ties, d, spec.tile));
               cells.push_back(spec);
@@ -268,15 +329,19 @@ struct row_results {
   std::vector<double> o_fp32;  // the mean error of O before its bf16 conversion
   std::vector<int> p_one;
   std::vector<int> group;  // the row's tie group
+  int o_lost_rows = 0;     // rows whose O lost more than half its magnitude (reported for e4m3)
 };
 
-// Per row, the keys whose bf16 P-bar is 1, and O in fp32 at the end of the row.
+// Per row, the keys whose P-bar is the row max's (bf16 1; an fp8 kernel's e4m3(scale_s)), and O in fp32 at
+// the end of the row.
 struct row_recorder {
   std::size_t head_dim;
   std::vector<int> p_one;
   std::vector<float32> o_fp32;
+  float8_e4m3 p_bar_of_max{};  // fp8 kernels: e4m3(scale_s)
   void on(const attention::softmax_block_event& e) {
     for (const bfloat16 p : e.p_bf16) p_one[static_cast<std::size_t>(e.row)] += p.bits == 0x3F80 ? 1 : 0;
+    for (const float8_e4m3 p : e.p_e4m3) p_one[static_cast<std::size_t>(e.row)] += p.bits == p_bar_of_max.bits ? 1 : 0;
   }
   void on(const attention::row_end_event& e) {
     std::copy(e.o.begin(), e.o.end(), o_fp32.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(e.row) * head_dim));
@@ -286,6 +351,7 @@ struct row_recorder {
 struct head_run {
   std::vector<row_results> by_variant;
   std::vector<std::vector<bfloat16>> o;  // by variant, kept for --save-heads
+  std::size_t rows_with_t_maxima = 0;    // e4m3: rows whose exact scores have exactly t maxima
 };
 
 // The backward pass's errors of one kernel's O and L (--backward): PyTorch's flash backward on them,
@@ -317,39 +383,126 @@ void backward_errors(const testing::synthetic_head& head, const attention_shape&
   }
 }
 
+// What a head's kernels are compared with: each row's exact O, and (e4m3) how many rows have exactly t
+// maxima.
+struct head_reference {
+  std::vector<std::vector<double>> o;
+  std::size_t rows_with_t_maxima = 0;
+};
+
+head_reference bf16_reference(const testing::synthetic_head& head, double scale) {
+  const std::size_t d = static_cast<std::size_t>(head.spec.head_dim), rows = static_cast<std::size_t>(head.spec.rows);
+  head_reference out{std::vector<std::vector<double>>(rows), 0};
+  for (std::size_t i = 0; i < rows; ++i)
+    out.o[i] = statistics::exact_attention_row(std::span(head.q).subspan(i * d, d), head.k, head.v, scale);
+  return out;
+}
+
+// --inputs e4m3: a head's Q, K and V quantised per tensor, and the scales the FP8 kernel takes with them.
+struct e4m3_operands {
+  statistics::e4m3_tensor q, k, v;
+  attention::fp8_scales scales;
+};
+
+e4m3_operands quantised(const testing::synthetic_head& head) {
+  e4m3_operands out{statistics::quantise_e4m3(head.q), statistics::quantise_e4m3(head.k), statistics::quantise_e4m3(head.v), {}};
+  out.scales.descale_q = out.q.descale;
+  out.scales.descale_k = out.k.descale;
+  out.scales.descale_v = out.v.descale;
+  // Our PyTorch operator's defaults (python/bitexact/torch.py): P-bar = e4m3(RN(P * 256)), undone in O's
+  // factor; scale_o 1.
+  out.scales.scale_s = from_host(256.0f);
+  out.scales.descale_s = from_host(1.0f / 256.0f);
+  return out;
+}
+
+// The exact output from the dequantised inputs x8 * descale: the raw e4m3 scores (exact) times
+// descale_q * descale_k (exact in double, two 24-bit significands), so that the maxima are counted on
+// exact values; V dequantised exactly.
+head_reference e4m3_reference(const e4m3_operands& x, const head_spec& spec, double scale) {
+  const std::size_t d = static_cast<std::size_t>(spec.head_dim), rows = static_cast<std::size_t>(spec.rows);
+  const double descale_qk = to_double(x.q.descale) * to_double(x.k.descale);
+  std::vector<double> v(x.v.bits.size());
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = statistics::e4m3_values()[x.v.bits[i]] * to_double(x.v.descale);
+  head_reference out;
+  for (std::size_t i = 0; i < rows; ++i) {
+    std::vector<double> scores = statistics::e4m3_raw_scores(std::span(x.q.bits).subspan(i * d, d), x.k.bits);
+    const double max = *std::max_element(scores.begin(), scores.end());
+    out.rows_with_t_maxima += std::count(scores.begin(), scores.end(), max) == spec.ties ? 1 : 0;
+    for (double& score : scores) score *= descale_qk;
+    out.o.push_back(statistics::softmax_times_v(std::span<const double>(scores), std::span<const double>(v), d, scale));
+  }
+  return out;
+}
+
+// sum |O| below half of sum |O_exact|: the row lost most of its output (fp8 P-bar flushed to 0).
+bool lost_half(std::span<const double> o, std::span<const double> o_exact) {
+  double got = 0, want = 0;
+  for (std::size_t c = 0; c < o.size(); ++c) got += std::abs(o[c]), want += std::abs(o_exact[c]);
+  return got < 0.5 * want;
+}
+
+// One kernel on one head: bf16 as generated, or (x8) its e4m3 operands; O, L and what the recorder saw.
+struct kernel_output {
+  std::vector<bfloat16> o;
+  std::vector<float32> lse;
+  row_recorder recorder;
+};
+
+kernel_output run_kernel(const flash_kernel& kernel, const testing::synthetic_head& head,
+                         const std::optional<e4m3_operands>& x8) {
+  const head_spec& spec = head.spec;
+  const std::size_t d = static_cast<std::size_t>(spec.head_dim), rows = static_cast<std::size_t>(spec.rows);
+  const attention_shape shape{1, 1, spec.rows, spec.keys, spec.head_dim, false};
+  kernel_output out{std::vector<bfloat16>(rows * d), std::vector<float32>(rows),
+                    row_recorder{d, std::vector<int>(rows, 0), std::vector<float32>(rows * d), {}}};
+  if (!x8) {
+    attention::flash_forward_head(kernel, shape, head.q, head.k, head.v, out.o, out.lse, out.recorder);
+    return out;
+  }
+  out.recorder.p_bar_of_max = ptx::cvt_rn_satfinite_e4m3_f32(kernel.p_scale);
+  attention::flash_forward_head(kernel, shape, std::span<const std::uint8_t>(x8->q.bits),
+                                std::span<const std::uint8_t>(x8->k.bits), std::span<const std::uint8_t>(x8->v.bits),
+                                std::span<bfloat16>(out.o), std::span<float32>(out.lse), out.recorder);
+  return out;
+}
+
 head_run run_head(const testing::synthetic_head& head, const std::vector<variant>& variants, double eps, bool keep_o,
                   bool backward) {
   const head_spec& spec = head.spec;
   const std::size_t d = static_cast<std::size_t>(spec.head_dim), rows = static_cast<std::size_t>(spec.rows);
   const attention_shape shape{1, 1, spec.rows, spec.keys, spec.head_dim, false};
-  const double scale = to_double(variants.front().kernel(shape, eps).scale);
-  std::vector<std::vector<double>> exact(rows);
-  for (std::size_t i = 0; i < rows; ++i)
-    exact[i] = statistics::exact_attention_row(std::span(head.q).subspan(i * d, d), head.k, head.v, scale);
+  const bool fp8 = variants.front().fp8.has_value();
+  // The call's scale, fp32 1/sqrt(d) (an fp8 kernel folds its descales into its own copy).
+  const double scale = to_double(from_host(static_cast<float>(1.0 / std::sqrt(static_cast<double>(spec.head_dim)))));
+  std::optional<e4m3_operands> x8;
+  if (fp8) x8 = quantised(head);
+  const head_reference exact = fp8 ? e4m3_reference(*x8, spec, scale) : bf16_reference(head, scale);
   statistics::exact_gradients exact_grads;
   if (backward) exact_grads = statistics::exact_backward(head.q, head.k, head.v, head.d_o, d, scale);
   head_run out;
+  out.rows_with_t_maxima = exact.rows_with_t_maxima;
   for (const variant& v : variants) {
-    const flash_kernel kernel = v.kernel(shape, eps);
+    const flash_kernel kernel = fp8 ? v.kernel(shape, eps, x8->scales) : v.kernel(shape, eps);
     if (kernel.splits != 1) fail("bias statistics: internal: the preset chose split-KV");
-    std::vector<bfloat16> o(rows * d);
-    std::vector<float32> lse(rows);
-    row_recorder recorder{d, std::vector<int>(rows, 0), std::vector<float32>(rows * d)};
-    attention::flash_forward_head(kernel, shape, head.q, head.k, head.v, o, lse, recorder);
+    kernel_output run = run_kernel(kernel, head, x8);
+    const std::vector<bfloat16>& o = run.o;
+    const row_recorder& recorder = run.recorder;
     row_results results;
     std::vector<double> o_row(d);
     for (std::size_t i = 0; i < rows; ++i) {
       for (std::size_t c = 0; c < d; ++c) o_row[c] = to_double(o[i * d + c]);
-      results.errors.push_back(statistics::errors_of(o_row, exact[i], std::span(head.d_o).subspan(i * d, d)));
+      results.errors.push_back(statistics::errors_of(o_row, exact.o[i], std::span(head.d_o).subspan(i * d, d)));
       double fp32_error = 0;
-      for (std::size_t c = 0; c < d; ++c) fp32_error += to_double(recorder.o_fp32[i * d + c]) - exact[i][c];
+      for (std::size_t c = 0; c < d; ++c) fp32_error += to_double(recorder.o_fp32[i * d + c]) - exact.o[i][c];
       results.o_fp32.push_back(fp32_error / static_cast<double>(d));
+      results.o_lost_rows += lost_half(o_row, exact.o[i]) ? 1 : 0;
     }
-    results.p_one = std::move(recorder.p_one);
+    results.p_one = std::move(run.recorder.p_one);
     results.group = head.group_of_row;
-    if (backward) backward_errors(head, shape, scale, o, lse, exact_grads, results);
+    if (backward) backward_errors(head, shape, scale, o, run.lse, exact_grads, results);
     out.by_variant.push_back(std::move(results));
-    if (keep_o) out.o.push_back(std::move(o));
+    if (keep_o) out.o.push_back(std::move(run.o));
   }
   return out;
 }
@@ -359,31 +512,38 @@ struct cell_statistics {
   statistics::clustered_sample o, o_away, delta, o_fp32;
   statistics::clustered_sample delta_bwd, dq, dk, dv;  // --backward
   double p_one_sum = 0;
+  std::size_t o_lost_rows = 0;
 };
 
-std::string csv_header(bool backward) {
+// e4m3 adds the cell's rows with exactly t maxima and each kernel's rows that lost half of O; bf16 has neither.
+std::string csv_header(bool backward, bool fp8) {
   return std::string("kernel,beta,eps,head_dim,keys,max_kind,placement,ties,v_mean,rows,clusters,o_mean,o_ci95,o_away_mean,"
                      "o_away_ci95,delta_mean,delta_ci95,o_fp32_mean,o_fp32_ci95,p_one_mean") +
-         (backward ? ",delta_bwd_mean,delta_bwd_ci95,dq_mean,dq_ci95,dk_mean,dk_ci95,dv_mean,dv_ci95\n" : "\n");
+         (backward ? ",delta_bwd_mean,delta_bwd_ci95,dq_mean,dq_ci95,dk_mean,dk_ci95,dv_mean,dv_ci95" : "") +
+         (fp8 ? ",tied_rows,o_lost_rows\n" : "\n");
 }
 
-std::string csv_line(const variant& v, double eps, const head_spec& cell, const cell_statistics& s, bool backward) {
+std::string csv_line(const variant& v, double eps, const head_spec& cell, const cell_statistics& s, bool backward,
+                     std::optional<std::size_t> tied_rows) {
   const auto pair = [](const statistics::clustered_sample& x) { return fmt::format("{:.6e},{:.3e}", x.mean(), x.half_width()); };
-  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4f}{}\n", v.name, v.beta == 0 ? "" : fmt::format("{}", v.beta),
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4f}{}{}\n", v.name, v.beta == 0 ? "" : fmt::format("{}", v.beta),
                      v.beta == 0 ? "" : fmt::format("{}", eps), cell.head_dim, cell.keys, testing::name_of(cell.maximum),
                      testing::name_of(cell.placement), cell.ties, cell.v_mean, s.o.count(), s.o.clusters(), pair(s.o), pair(s.o_away),
                      pair(s.delta), pair(s.o_fp32), s.p_one_sum / static_cast<double>(s.o.count()),
-                     backward ? fmt::format(",{},{},{},{}", pair(s.delta_bwd), pair(s.dq), pair(s.dk), pair(s.dv)) : "");
+                     backward ? fmt::format(",{},{},{},{}", pair(s.delta_bwd), pair(s.dq), pair(s.dk), pair(s.dv)) : "",
+                     tied_rows ? fmt::format(",{},{}", *tied_rows, s.o_lost_rows) : "");
 }
 
-// A table on stdout: one line per cell, its columns (with the rows and units when `counts`), then each
-// kernel's `columns` side by side under `label`, centred in `width`.
+// A table on stdout: one line per cell, its columns (with the rows and units when `counts`, and the rows
+// with exactly t maxima when `tied_rows` has them), then each kernel's `columns` side by side under
+// `label`, centred in `width`.
 template <class Columns>
 void print_cells(const std::vector<head_spec>& cells, const std::vector<variant>& variants,
-                 const std::vector<std::vector<cell_statistics>>& stats, bool counts, std::string_view label, int width,
-                 Columns&& columns) {
+                 const std::vector<std::vector<cell_statistics>>& stats, bool counts, std::span<const std::size_t> tied_rows,
+                 std::string_view label, int width, Columns&& columns) {
   std::string header = fmt::format("{:>3} {:>5} {:<18} {:<13} {:>4} {:>4}", "d", "keys", "maximum", "placement", "ties", "V");
   if (counts) header += fmt::format(" {:>6} {:>5}", "rows", "units");
+  if (!tied_rows.empty()) header += fmt::format(" {:>6}", "tied");
   for (const variant& v : variants) header += fmt::format(" | {:^{}}", v.label() + std::string(label), width);
   std::printf("%s\n", header.c_str());
   for (std::size_t c = 0; c < cells.size(); ++c) {
@@ -391,17 +551,29 @@ void print_cells(const std::vector<head_spec>& cells, const std::vector<variant>
     std::string line = fmt::format("{:>3} {:>5} {:<18} {:<13} {:>4} {:>4}", cell.head_dim, cell.keys,
                                    testing::name_of(cell.maximum), testing::name_of(cell.placement), cell.ties, cell.v_mean);
     if (counts) line += fmt::format(" {:>6} {:>5}", stats[c][0].o.count(), stats[c][0].o.clusters());
+    if (!tied_rows.empty()) line += fmt::format(" {:>6}", tied_rows[c]);
     for (const cell_statistics& s : stats[c]) line += " | " + columns(s);
     std::printf("%s\n", line.c_str());
   }
 }
 
-// The table of O: each kernel's o and delta (mean +- ci95) and p_one.
+// The table of O: each kernel's o and delta (mean +- ci95) and p_one; e4m3 adds the rows with exactly t
+// maxima and each kernel's rows that lost half of O, each kernel's columns under its (long) preset name.
 void print_table(const std::vector<head_spec>& cells, const std::vector<variant>& variants,
-                 const std::vector<std::vector<cell_statistics>>& stats) {
+                 const std::vector<std::vector<cell_statistics>>& stats, std::span<const std::size_t> tied_rows) {
   const auto pair = [](const statistics::clustered_sample& x) { return fmt::format("{:+.2e}±{:.1e}", x.mean(), x.half_width()); };
-  print_cells(cells, variants, stats, true, ": o, delta, p_one", 46, [&](const cell_statistics& s) {
-    return fmt::format("{} {} {:5.2f}", pair(s.o), pair(s.delta), s.p_one_sum / static_cast<double>(s.o.count()));
+  if (tied_rows.empty()) {
+    print_cells(cells, variants, stats, true, {}, ": o, delta, p_one", 46, [&](const cell_statistics& s) {
+      return fmt::format("{} {} {:5.2f}", pair(s.o), pair(s.delta), s.p_one_sum / static_cast<double>(s.o.count()));
+    });
+    return;
+  }
+  constexpr std::string_view label = ": o, delta, p_one, lost";
+  int width = 0;
+  for (const variant& v : variants) width = std::max(width, static_cast<int>(v.label().size() + label.size()));
+  print_cells(cells, variants, stats, true, tied_rows, label, width, [&](const cell_statistics& s) {
+    return fmt::format("{:^{}}", fmt::format("{} {} {:6.2f} {:4}", pair(s.o), pair(s.delta),
+                                             s.p_one_sum / static_cast<double>(s.o.count()), s.o_lost_rows), width);
   });
 }
 
@@ -410,7 +582,7 @@ void print_backward_table(const std::vector<head_spec>& cells, const std::vector
                           const std::vector<std::vector<cell_statistics>>& stats) {
   std::printf("\nbackward (PyTorch's flash backward on each kernel's O and L, against the exact gradients)\n");
   const auto pair = [](const statistics::clustered_sample& x) { return fmt::format("{:+.1e}±{:.0e}", x.mean(), x.half_width()); };
-  print_cells(cells, variants, stats, false, ": delta_bwd, dq, dk, dv", 55, [&](const cell_statistics& s) {
+  print_cells(cells, variants, stats, false, {}, ": delta_bwd, dq, dk, dv", 55, [&](const cell_statistics& s) {
     return fmt::format("{} {} {} {}", pair(s.delta_bwd), pair(s.dq), pair(s.dk), pair(s.dv));
   });
 }
@@ -495,6 +667,10 @@ int statistics_command(const arguments& args) {
   read_only_options(args, "bias statistics", table);
   if (!o.save_heads.empty() && (o.head_dims.size() != 1 || o.key_counts.size() != 1))
     fail("bias statistics: --save-heads needs one --head-dims and one --keys value (the .npy files hold one shape)");
+  if (o.inputs == e4m3 && o.backward)
+    fail("bias statistics: --backward runs PyTorch's bf16 flash backward; it takes --inputs bf16, not e4m3");
+  if (o.inputs == e4m3 && !o.save_heads.empty())
+    fail("bias statistics: --save-heads writes bf16 heads; it takes --inputs bf16, not e4m3");
   const std::vector<head_spec> cells = cells_of(o);
   const std::vector<variant> variants = variants_of(o);
   try {
@@ -523,11 +699,15 @@ int statistics_command(const arguments& args) {
   for (std::thread& thread : pool) thread.join();
 
   std::vector<std::vector<cell_statistics>> stats(cells.size(), std::vector<cell_statistics>(variants.size()));
+  const bool fp8 = o.inputs == e4m3;
+  std::vector<std::size_t> tied_rows(fp8 ? cells.size() : 0, 0);  // e4m3: per cell
   for (std::size_t h = 0; h < head_count; ++h) {
     const std::size_t cell = h % cells.size(), replicate = h / cells.size();
+    if (fp8) tied_rows[cell] += runs[h].rows_with_t_maxima;
     for (std::size_t v = 0; v < variants.size(); ++v) {
       cell_statistics& s = stats[cell][v];
       const row_results& r = runs[h].by_variant[v];
+      s.o_lost_rows += static_cast<std::size_t>(r.o_lost_rows);
       for (std::size_t i = 0; i < r.errors.size(); ++i) {
         // A cluster per tie group of each head: groups are numbered below 16 in every head.
         const std::size_t cluster = replicate * testing::max_groups + static_cast<std::size_t>(r.group[i]);
@@ -542,10 +722,12 @@ int statistics_command(const arguments& args) {
       }
     }
   }
-  std::string csv = csv_header(o.backward);
+  std::string csv = csv_header(o.backward, fp8);
   for (std::size_t c = 0; c < cells.size(); ++c)
-    for (std::size_t v = 0; v < variants.size(); ++v) csv += csv_line(variants[v], o.eps, cells[c], stats[c][v], o.backward);
-  print_table(cells, variants, stats);
+    for (std::size_t v = 0; v < variants.size(); ++v)
+      csv += csv_line(variants[v], o.eps, cells[c], stats[c][v], o.backward,
+                      fp8 ? std::optional<std::size_t>(tied_rows[c]) : std::nullopt);
+  print_table(cells, variants, stats, tied_rows);
   if (o.backward) print_backward_table(cells, variants, stats);
   if (!o.csv.empty()) write_file(o.csv, csv);
   if (!o.svg.empty()) write_file(o.svg, plot_of(o, cells, variants, stats));

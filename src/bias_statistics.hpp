@@ -1,10 +1,13 @@
 // The arithmetic of `bitexact bias statistics` (src/bias_statistics.cpp):
-// the exact attention output of one query row in double, the per-row errors
+// the exact attention output of one query row in double (from bf16 inputs, or
+// from e4m3 inputs quantised per tensor and dequantised), the per-row errors
 // the command averages, and the mean with its 95% confidence interval.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstddef>
 #include <limits>
 #include <span>
@@ -12,13 +15,36 @@
 
 #include <bitexact/core/format.hpp>
 #include <bitexact/core/operations.hpp>
+#include <bitexact/hardware/alu.hpp>
 
 namespace bitexact::cli::statistics {
 
+// A value as the exact output reads it: a bf16 exactly, or an already
+// dequantised double.
+inline double value_of(bfloat16 x) { return to_double(x); }
+inline double value_of(double x) { return x; }
+
+// softmax(scale s) V of one query row from its scores s (double) against V
+// [keys][d]: exp(scale (s - max)) and the two sums, each within a few units of
+// 2^-53 relative.
+template <class Element>
+std::vector<double> softmax_times_v(std::span<const double> scores, std::span<const Element> v, std::size_t d,
+                                    double scale) {
+  const double max = *std::max_element(scores.begin(), scores.end());
+  std::vector<double> o(d, 0.0);
+  double weight_sum = 0;
+  for (std::size_t j = 0; j < scores.size(); ++j) {
+    const double p = std::exp(scale * (scores[j] - max));
+    weight_sum += p;
+    for (std::size_t c = 0; c < d; ++c) o[c] += p * value_of(v[j * d + c]);
+  }
+  for (double& x : o) x /= weight_sum;
+  return o;
+}
+
 // softmax(scale q K^T) V of one query row, in double: the scores as sums of
 // bf16 products (exact in double while they span fewer than 53 bits, as the
-// synthetic heads' do: multiples of 2^-20 below 2^7), then exp(scale (S - max))
-// and the two sums, each within a few units of 2^-53 relative.
+// synthetic heads' do: multiples of 2^-20 below 2^7), then softmax_times_v.
 inline std::vector<double> exact_attention_row(std::span<const bfloat16> q, std::span<const bfloat16> k,
                                                std::span<const bfloat16> v, double scale) {
   const std::size_t d = q.size(), keys = k.size() / d;
@@ -28,16 +54,57 @@ inline std::vector<double> exact_attention_row(std::span<const bfloat16> q, std:
     for (std::size_t c = 0; c < d; ++c) sum += to_double(q[c]) * to_double(k[j * d + c]);
     scores[j] = sum;
   }
-  const double max = *std::max_element(scores.begin(), scores.end());
-  std::vector<double> o(d, 0.0);
-  double weight_sum = 0;
-  for (std::size_t j = 0; j < keys; ++j) {
-    const double p = std::exp(scale * (scores[j] - max));
-    weight_sum += p;
-    for (std::size_t c = 0; c < d; ++c) o[c] += p * to_double(v[j * d + c]);
+  return softmax_times_v(std::span<const double>(scores), v, d, scale);
+}
+
+// A tensor quantised to e4m3 with one scale, as Transformer Engine's per-tensor
+// recipe: descale = RN(amax / 448) in fp32 (1 when amax is 0), each element
+// x8 = cvt.rn.satfinite.e4m3(RN(x / descale)) (div.rn.f32, then the
+// conversion); x8 * descale is the value the kernel computes with.
+struct e4m3_tensor {
+  std::vector<std::uint8_t> bits;
+  float32 descale{};
+};
+
+inline e4m3_tensor quantise_e4m3(std::span<const bfloat16> x) {
+  double amax = 0;
+  for (const bfloat16 e : x) amax = std::max(amax, std::abs(to_double(e)));
+  const environment rn = ptx::gpu_environment();
+  e4m3_tensor out{{}, from_host(1.0f)};
+  if (amax > 0) out.descale = div(from_host(static_cast<float>(amax)), from_host(448.0f), rn).result;  // amax: a bf16
+  out.bits.reserve(x.size());
+  for (const bfloat16 e : x) {
+    const float32 scaled = div(convert<fp32>(e, rn).result, out.descale, rn).result;
+    out.bits.push_back(static_cast<std::uint8_t>(ptx::cvt_rn_satfinite_e4m3_f32(scaled).bits));
   }
-  for (double& x : o) x /= weight_sum;
-  return o;
+  return out;
+}
+
+// The value of every e4m3 pattern, in double (a table: the scores below read each operand many times).
+inline const std::array<double, 256>& e4m3_values() {
+  static const std::array<double, 256> table = [] {
+    std::array<double, 256> values{};
+    for (std::uint32_t b = 0; b < 256; ++b) values[b] = to_double(float8_e4m3::from_bits(b));
+    return values;
+  }();
+  return table;
+}
+
+// The raw scores sum_c q8_c k8_c of one query row against every key, on the
+// e4m3 values themselves (before any descale): exact in double, since a
+// product of two e4m3 values is a multiple of 2^-18 below 2^18 and a row sums
+// at most 256 of them (44 bits). Tied keys (identical K rows) give equal
+// scores, and only they do, so the row's maxima can be counted exactly.
+inline std::vector<double> e4m3_raw_scores(std::span<const std::uint8_t> q_row, std::span<const std::uint8_t> k) {
+  const std::array<double, 256>& value = e4m3_values();
+  const std::size_t d = q_row.size(), keys = k.size() / d;
+  std::vector<double> scores(keys);
+  for (std::size_t j = 0; j < keys; ++j) {
+    double sum = 0;
+    for (std::size_t c = 0; c < d; ++c) sum += value[q_row[c]] * value[k[j * d + c]];
+    scores[j] = sum;
+  }
+  return scores;
 }
 
 // The gradients of one head in double, from bf16 Q, K, V and dO: P =

@@ -8,7 +8,8 @@ bitexact_add_test_program(test_attention test_attention_replay.cpp test_attentio
                           test_attention_explain.cpp test_attention_paper_reference.cpp
                           test_attention_cumulative_error.cpp test_attention_rounding_sites.cpp
                           test_attention_repeated_max.cpp test_synthetic_heads.cpp test_attention_kernels.cpp
-                          test_attention_backward.cpp test_attention_call.cpp test_attention_fp8.cpp)
+                          test_attention_backward.cpp test_attention_call.cpp test_attention_fp8.cpp
+                          test_attention_fp8_flash.cpp)
 # test_synthetic_heads.cpp checks the arithmetic of `bias statistics` (src/bias_statistics.hpp).
 target_include_directories(test_attention PRIVATE ${PROJECT_SOURCE_DIR}/src)
 add_test(NAME attention_replay COMMAND test_attention --test-case-exclude=rounding\ sites:*,backward:*)

@@ -845,6 +845,24 @@ bitexact_cli_test(attention_fp8_error_fp8_files_to_bf16 RC 2 ARGS attention ${fp
   ERROR_CONTAINS "uint8 elements are fp8 bit patterns, but pytorch_sdpa_flash_sm90 takes bf16 Q, K and V")
 bitexact_cli_test(attention_fp8_error_explain RC 2 ARGS attention ${fp8_files} --preset cudnn_sdpa_fp8_sm90
   --explain 0,0 ONE_LINE_ERROR ERROR_CONTAINS "attention: --explain traces FA2's arithmetic")
+# FA2's fp8 recipe (bitexact's FP8 kernel) on the same uint8 files: its tiles, no split-KV path, a bf16 O;
+# an e4m3 O file is refused for it (python/tests/test_attention_fp8_flash.py compares its bf16 O files).
+bitexact_cli_test(attention_fp8_flash_runs ARGS attention ${fp8_files} --preset bitexact_flash_fp8_sm90 ${fp8_scales}
+  CONTAINS "preset bitexact_flash_fp8_sm90: 1 split (no split-KV path), tiles 128 rows x 128 keys, 2 K/V blocks"
+           "e4m3 Q, K and V;" "scale_s 448, scale_o 87.612206 (O bf16)")
+# A capture of the kernel (tests/data/flash_fp8, an H200): uint8 Q, K, V, the six scales, O as uint16 bf16
+# patterns and L as float32, every bit.
+set(flash_fp8_head ${CMAKE_CURRENT_LIST_DIR}/data/flash_fp8/d128_n256_full_rule0_n256_h0_rows0-127)
+bitexact_cli_test(attention_fp8_flash_agrees ARGS attention ${flash_fp8_head}/q.npy ${flash_fp8_head}/k.npy
+  ${flash_fp8_head}/v.npy --preset bitexact_flash_fp8_sm90 --descale-q 0.009786330163478851
+  --descale-k 0.009310521185398102 --descale-v 0.011386387050151825 --descale-s 0.00390625 --scale-s 256
+  --expect-o ${flash_fp8_head}/o.npy --expect-lse ${flash_fp8_head}/stats.npy
+  CONTAINS "O: 16384 elements compared, 0 mismatches" "L: 128 elements compared, 0 mismatches")
+bitexact_cli_test(attention_fp8_flash_error_e4m3_o_file RC 2 ARGS attention ${fp8_files} --preset bitexact_flash_fp8_sm90
+  --expect-o ${fp8_head}/o.npy ONE_LINE_ERROR
+  ERROR_CONTAINS "is one byte, but bitexact_flash_fp8_sm90's O is bf16: compare uint16 or int16 bf16 bit patterns")
+bitexact_cli_test(attention_fp8_flash_error_splits RC 2 ARGS attention ${fp8_files} --preset bitexact_flash_fp8_sm90
+  --splits 2 ONE_LINE_ERROR ERROR_CONTAINS "kernel bitexact_flash_fp8_sm90 has no split-KV path (split is none)")
 bitexact_cli_test(attention_error_print_unknown_kernel RC 2 ARGS attention --print-kernel flash ONE_LINE_ERROR
   ERROR_CONTAINS "unknown preset 'flash'; the presets are: pytorch_sdpa_flash_sm90")
 bitexact_cli_test(attention_flex ARGS attention ${triton_head}/q.npy ${triton_head}/k.npy ${triton_head}/v.npy --causal

@@ -3,8 +3,9 @@
 // dropped), either changes the bits of O or L on one of a few probe calls, or
 // the description is refused with a line naming the field. The presets cover
 // both scale placements and both units of the running max, and bf16 and fp8
-// inputs (an fp8 description runs each probe's operands as e4m3 or e5m2 bit
-// patterns, times 64, with scales of Transformer Engine's recipe).
+// inputs, fp8 in both recipes, cuDNN's and FA2's (an fp8 description runs each
+// probe's operands as e4m3 or e5m2 bit patterns, times 64, with scales of
+// Transformer Engine's recipe).
 #include <doctest/doctest.h>
 
 #include <bitexact/attention/flash_forward.hpp>
@@ -228,12 +229,19 @@ std::vector<std::uint32_t> outcome(const kernel_description& d, const probe& p) 
   std::vector<float32> lse(rows);
   std::vector<std::uint32_t> bits;
   if (fp8) {
-    std::vector<float8_e4m3> o8(p.q.size());
+    // O in the recipe's format: e4m3 (cuDNN's) or bf16 (FA2's).
+    std::vector<float8_e4m3> o8(kernel.o_format == e4m3 ? p.q.size() : 0);
     const std::vector<std::uint8_t> q = fp8_bits(p.q), k = fp8_bits(p.k), v = fp8_bits(p.v);
-    flash_forward_head(kernel, p.shape, std::span<const std::uint8_t>(q), std::span<const std::uint8_t>(k),
-                       std::span<const std::uint8_t>(v), std::span<float8_e4m3>(o8), std::span<float32>(lse),
-                       epilogue_bits{&bits});
+    const std::span<const std::uint8_t> q8(q), k8(k), v8(v);
+    if (kernel.o_format == e4m3)
+      flash_forward_head(kernel, p.shape, q8, k8, v8, std::span<float8_e4m3>(o8), std::span<float32>(lse),
+                         epilogue_bits{&bits});
+    else
+      flash_forward_head(kernel, p.shape, q8, k8, v8, std::span<bfloat16>(o), std::span<float32>(lse),
+                         epilogue_bits{&bits});
     for (const float8_e4m3 x : o8) bits.push_back(x.bits);
+    if (kernel.o_format != e4m3)
+      for (const bfloat16 x : o) bits.push_back(x.bits);
     for (const float32 x : lse) bits.push_back(x.bits);
     return bits;
   }
@@ -405,7 +413,7 @@ TEST_SUITE("attention") {
     MESSAGE(presets_seen << " presets, " << d64.size() + d128.size() << " probe calls, " << changes << " changes: "
                          << refused << " refused, " << changed_bits
                          << " changed the bits, " << same_bits << " values of numbers equivalent to the preset's");
-    CHECK(presets_seen == 7);
+    CHECK(presets_seen == 10);
     CHECK(changes == refused + changed_bits + same_bits);
     CHECK(changed_bits > refused / 2);  // the probes see most changes, not a few
   }

@@ -24,17 +24,24 @@ inline tensor_strides device_strides(const call_strides& s, int batch, int heads
 }
 
 inline forward_params make_params(const call& c) {
+  // fp8: the descales of Q and K in the scores' scale, as fp32 products.
+  const float scale = c.fp8 ? (c.scale * c.fp8->descale_q) * c.fp8->descale_k : c.scale;
   // As PyTorch's set_params_fprop: float(double(scale) * log2(e)).
-  const float scale_log2 = static_cast<float>(static_cast<double>(c.scale) * 1.44269504088896340736);
+  const float scale_log2 = static_cast<float>(static_cast<double>(scale) * 1.44269504088896340736);
   forward_params p{static_cast<const uint16_t*>(c.q), static_cast<const uint16_t*>(c.k),
                    static_cast<const uint16_t*>(c.v), static_cast<uint16_t*>(c.o), c.lse, c.query_rows,
                    c.key_rows, c.heads, c.heads / c.kv_heads,
                    device_strides(c.q_strides, c.batch, c.heads, c.query_rows, c.head_dim),
                    device_strides(c.k_strides, c.batch, c.kv_heads, c.key_rows, c.head_dim),
                    device_strides(c.v_strides, c.batch, c.kv_heads, c.key_rows, c.head_dim),
-                   device_strides(c.o_strides, c.batch, c.heads, c.query_rows, c.head_dim), c.scale, scale_log2,
+                   device_strides(c.o_strides, c.batch, c.heads, c.query_rows, c.head_dim), scale, scale_log2,
                    c.beta, c.eps};
   p.p_bar_ones = c.p_bar_ones, p.max_repeated = c.max_repeated;
+  if (c.fp8) {
+    p.v_strides = device_strides(c.v_strides, c.batch, c.kv_heads, c.head_dim, fp8_key_columns(c.key_rows));  // V^T
+    p.p_scale = c.fp8->scale_s;
+    p.o_scale = (c.fp8->descale_s * c.fp8->descale_v) * c.fp8->scale_o;
+  }
   return p;
 }
 

@@ -3,11 +3,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 
 namespace flash {
 
-bool layout_taken(const void* data, const call_strides& strides, int batch, int heads, int rows) {
-  const auto taken = [](int64_t stride, int extent) { return extent == 1 || (stride > 0 && stride % 8 == 0); };
+bool layout_taken(const void* data, const call_strides& strides, int batch, int heads, int rows, int element_bytes) {
+  const auto taken = [&](int64_t stride, int extent) {
+    return extent == 1 || (stride > 0 && stride * element_bytes % 16 == 0);
+  };
   return data && reinterpret_cast<uintptr_t>(data) % 16 == 0 && taken(strides.batch, batch) &&
          taken(strides.head, heads) && taken(strides.row, rows);
 }
@@ -20,11 +23,21 @@ const char* call_refusal(const call& c) {
   // The FA2 structure's grid has a y of batch * heads; the wgmma kernel counts its row blocks of all heads in an int.
   if (int64_t(c.batch) * c.heads > 65535) return "batch * heads must be at most 65535";
   if (!c.lse) return "lse is a null pointer";
-  if (!layout_taken(c.q, c.q_strides, c.batch, c.heads, c.query_rows) ||
+  const int input_bytes = c.fp8 ? 1 : 2;
+  const bool v_taken = c.fp8 ? layout_taken(c.v, c.v_strides, c.batch, c.kv_heads, c.head_dim, 1) &&
+                                   c.v_strides.row >= fp8_key_columns(c.key_rows)
+                             : layout_taken(c.v, c.v_strides, c.batch, c.kv_heads, c.key_rows);
+  if (!layout_taken(c.q, c.q_strides, c.batch, c.heads, c.query_rows, input_bytes) ||
       !layout_taken(c.o, c.o_strides, c.batch, c.heads, c.query_rows) ||
-      !layout_taken(c.k, c.k_strides, c.batch, c.kv_heads, c.key_rows) ||
-      !layout_taken(c.v, c.v_strides, c.batch, c.kv_heads, c.key_rows))
-    return "q, k, v and o must be 16-byte aligned with strides that are positive multiples of 8 elements";
+      !layout_taken(c.k, c.k_strides, c.batch, c.kv_heads, c.key_rows, input_bytes) || !v_taken)
+    return c.fp8 ? "q, k, v and o must be 16-byte aligned with strides that are positive multiples of 16 bytes "
+                   "(v as V^T, its rows at least fp8_key_columns(key_rows) apart)"
+                 : "q, k, v and o must be 16-byte aligned with strides that are positive multiples of 8 elements";
+  if (c.fp8) {
+    const fp8_scales& s = *c.fp8;
+    for (const float x : {s.descale_q, s.descale_k, s.descale_v, s.descale_s, s.scale_s, s.scale_o})
+      if (!(x > 0.f && std::isfinite(x))) return "every fp8 scale must be positive and finite";
+  }
   if (c.stabilize < 0 || c.stabilize > 2) return "stabilize must be 0, 1 or 2";
   // The tie test looks at each row's second largest score only, exact for a positive finite scale.
   const bool tie_test = c.stabilize != 0 || c.p_bar_ones;

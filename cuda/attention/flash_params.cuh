@@ -35,6 +35,9 @@ struct forward_params {
   // keys whose bf16 P-bar is exactly 1, and whether the row's maximum repeats.
   int32_t* p_bar_ones = nullptr;
   int32_t* max_repeated = nullptr;
+  // Our FP8 kernel's (flash_call.h): P-bar is e4m3(RN(P * p_scale)), and O's
+  // factor RN(RN(1 / l) * o_scale); scale has the descales of Q and K in it.
+  float p_scale = 1.f, o_scale = 1.f;
 
   __host__ __device__ int batch_of(int head) const { return head / heads; }
   __host__ __device__ int query_head_of(int head) const { return head % heads; }

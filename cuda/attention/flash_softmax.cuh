@@ -16,6 +16,7 @@
 #include "flash_params.cuh"
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cmath>
 #include <cstdint>
 
@@ -192,13 +193,19 @@ __device__ __forceinline__ void apply_tie_rule(block_extremes<Slabs>& block, con
     }
 }
 
+// A score's exponent: RN(RN(s * scale_log2) - max_scaled) as PyTorch's FA2
+// (built with UNFUSE_FMA), or one FFMA (Fused: our FP8 kernel).
+template <bool Fused>
+__device__ __forceinline__ float exponent(float s, float scale_log2, float max_scaled) {
+  return Fused ? __fmaf_rn(s, scale_log2, -max_scaled) : __fsub_rn(__fmul_rn(s, scale_log2), max_scaled);
+}
+
 // Each row's reference max (rs.max), alpha, the factor O must be rescaled by
 // before this block's P V is added, and the max in exp2's units. Returns
 // whether no row of this thread has an exponent below -126, when TryBare:
-// for scale_log2 > 0 the exponent RN(RN(s * scale_log2) - max_scaled) rises
-// with s, so the row's lowest score has its lowest exponent (a NaN exponent
-// goes straight to MUFU either way).
-template <int D, int Slabs, bool Causal, bool Masking, bool TryBare>
+// for scale_log2 > 0 the exponent rises with s, so the row's lowest score
+// has its lowest exponent (a NaN exponent goes straight to MUFU either way).
+template <int D, int Slabs, bool Causal, bool Masking, bool TryBare, bool Fused>
 __device__ __forceinline__ bool next_reference_max(row_state<D, Slabs>& rs, const block_extremes<Slabs>& block,
                                                    float (&alpha)[Slabs][2], float (&max_scaled)[Slabs][2],
                                                    const forward_params& p, bool first) {
@@ -218,7 +225,7 @@ __device__ __forceinline__ bool next_reference_max(row_state<D, Slabs>& rs, cons
       }
       max_scaled[slab][h] = m == -INFINITY ? 0.f : __fmul_rn(m, p.scale_log2);
       if constexpr (TryBare)
-        bare &= !(__fsub_rn(__fmul_rn(block.lowest[slab][h], p.scale_log2), max_scaled[slab][h]) < -126.f);
+        bare &= !(exponent<Fused>(block.lowest[slab][h], p.scale_log2, max_scaled[slab][h]) < -126.f);
     }
   return bare;
 }
@@ -240,7 +247,7 @@ __device__ __forceinline__ float rescaled_row_sum(const float (&s)[BN / 8][4], i
 }
 
 // S overwritten by its exponentials, and the row sums updated, row by row.
-template <int D, int BN, int Slabs, class Exp2>
+template <int D, int BN, bool Fused, int Slabs, class Exp2>
 __device__ __forceinline__ void exponentiate(row_state<D, Slabs>& rs, float (&s)[Slabs][BN / 8][4],
                                              const float (&alpha)[Slabs][2], const float (&max_scaled)[Slabs][2],
                                              const forward_params& p, bool first, Exp2 exp2) {
@@ -252,7 +259,7 @@ __device__ __forceinline__ void exponentiate(row_state<D, Slabs>& rs, float (&s)
       for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
         for (int r = 2 * h; r < 2 * h + 2; ++r)
-          s[slab][j][r] = exp2(__fsub_rn(__fmul_rn(s[slab][j][r], p.scale_log2), max_scaled[slab][h]));
+          s[slab][j][r] = exp2(exponent<Fused>(s[slab][j][r], p.scale_log2, max_scaled[slab][h]));
       rs.sum[slab][h] = rescaled_row_sum<BN>(s[slab], h, first, alpha[slab][h], rs.sum[slab][h]);
     }
 }
@@ -260,8 +267,9 @@ __device__ __forceinline__ void exponentiate(row_state<D, Slabs>& rs, float (&s)
 // The online softmax of one K/V block: the reference max of each row under
 // the rule, S overwritten by its exponentials, the row sums updated, and
 // alpha, the factor O must be rescaled by (rescale_o) before this block's
-// P V is added. Masking: the step is one of FA2's masking steps.
-template <int D, int BN, int Slabs, bool Causal, stabilization Rule, bool Count, bool Masking>
+// P V is added. Masking: the step is one of FA2's masking steps; Fused: the
+// exponent is one FFMA (exponent).
+template <int D, int BN, int Slabs, bool Causal, stabilization Rule, bool Count, bool Masking, bool Fused = false>
 __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s)[Slabs][BN / 8][4],
                                               float (&alpha)[Slabs][2], const forward_params& p, bool first) {
   constexpr bool Stabilize = Rule != stabilization::none;
@@ -283,14 +291,15 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
   if constexpr (Rule == stabilization::across_blocks || Count) merge_row_top_two<D, Slabs, Rule>(rs, block);
   if constexpr (Stabilize) apply_tie_rule(block, p);
   float max_scaled[Slabs][2];
-  const bool bare = next_reference_max<D, Slabs, Causal, Masking, TryBare>(rs, block, alpha, max_scaled, p, first);
+  const bool bare =
+      next_reference_max<D, Slabs, Causal, Masking, TryBare, Fused>(rs, block, alpha, max_scaled, p, first);
   // The lowest score's tree runs beside the max's, so the warp's vote is
   // ready when the exponents are; it drops exp2f's test (three instructions
   // a score) for the whole block.
   if (TryBare && __all_sync(0xffffffff, bare))
-    exponentiate<D, BN>(rs, s, alpha, max_scaled, p, first, ex2_approx_ftz{});
+    exponentiate<D, BN, Fused>(rs, s, alpha, max_scaled, p, first, ex2_approx_ftz{});
   else
-    exponentiate<D, BN>(rs, s, alpha, max_scaled, p, first, exp2f_full{});
+    exponentiate<D, BN, Fused>(rs, s, alpha, max_scaled, p, first, exp2f_full{});
 }
 
 // O rescaled by the block's alpha (softmax_block), before its P V is added.
@@ -323,6 +332,36 @@ __device__ __forceinline__ void p_fragment(uint32_t (&pa)[4], row_state<D, Slabs
     for (int w = 0; w < 4; ++w) rs.p_bar_ones[slab][w % 2] += __popc(__vcmpeq2(pa[w], 0x3F803F80u)) / 16;
 }
 
+// Four e4m3 of cvt.rn.satfinite.e4m3x2.f32, a in the lowest byte.
+__device__ __forceinline__ uint32_t pack_e4m3(float a, float b, float c, float d) {
+  const uint32_t low = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+  const uint32_t high = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+  return low | high << 16;
+}
+
+// P's e4m3 A fragment for keys 32kk.. of the block (our FP8 kernel): P-bar =
+// cvt.rn.satfinite.e4m3(RN(P * p_scale)), the row max's P-bar p_scale (256:
+// every P above 2^-18 stays above e4m3's zero; the row sums keep the fp32 P). The
+// accumulator gives a thread columns 2t and 2t + 1 of every 8 keys; an e4m3
+// A word holds columns 4t..4t + 3 of 16, so word position 4t + i holds key
+// 8 (i / 2) + 2t + i % 2, and V^T's keys are permuted alike (flash_call.h).
+// Words 0 and 2 hold row g, 1 and 3 row g + 8.
+template <int D, int BN, bool Count>
+__device__ __forceinline__ void p_fragment_e4m3(uint32_t (&pa)[4], row_state<D, 1>& rs, const float (&s)[BN / 8][4],
+                                                int kk, float p_scale) {
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const int j = 4 * kk + 2 * (w / 2), r = 2 * (w % 2);
+    pa[w] = pack_e4m3(__fmul_rn(s[j][r], p_scale), __fmul_rn(s[j][r + 1], p_scale), __fmul_rn(s[j + 1][r], p_scale),
+                      __fmul_rn(s[j + 1][r + 1], p_scale));
+  }
+  if constexpr (Count) {  // the indicator: P-bar equal to the row max's, e4m3(p_scale); vcmpeq4 sets 8 bits a match
+    const uint32_t max_p_bar = pack_e4m3(p_scale, p_scale, p_scale, p_scale);
+#pragma unroll
+    for (int w = 0; w < 4; ++w) rs.p_bar_ones[0][w % 2] += __popc(__vcmpeq4(pa[w], max_p_bar)) / 8;
+  }
+}
+
 // A row's value summed over the quad of threads that shares it, in FA2's order.
 __device__ __forceinline__ float quad_sum(float x) {
   x = __fadd_rn(x, __shfl_xor_sync(0xffffffff, x, 2));
@@ -350,8 +389,9 @@ __device__ __forceinline__ void write_row_statistics(const row_state<D, Slabs>& 
 
 // The row sums reduced over the quad, O normalised to bf16 pairs and handed
 // to store_pair(slab, row, column, pair) (columns 8j + 2t and 8j + 2t + 1 of
-// row 0 to 15 of the slab), L (and the indicator) written; rows past N are skipped.
-template <int D, int Slabs, bool Count, class StorePair>
+// row 0 to 15 of the slab), L (and the indicator) written; rows past N are
+// skipped. ScaledO (our FP8 kernel): O's factor is RN(inverse * o_scale).
+template <int D, int Slabs, bool Count, bool ScaledO = false, class StorePair>
 __device__ __forceinline__ void finish_rows(const row_state<D, Slabs>& rs, const forward_params& p, int head,
                                             const int (&first_row)[Slabs], StorePair store_pair) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -361,7 +401,8 @@ __device__ __forceinline__ void finish_rows(const row_state<D, Slabs>& rs, const
     for (int h = 0; h < 2; ++h) {
       const float sum = quad_sum(rs.sum[slab][h]);
       const bool degenerate = sum == 0.f || sum != sum;
-      const float inverse = degenerate ? 1.f : __frcp_rn(sum);
+      float inverse = degenerate ? 1.f : __frcp_rn(sum);
+      if constexpr (ScaledO) inverse = __fmul_rn(inverse, p.o_scale);
       const int row = first_row[slab] + g + 8 * h;
       int ones = 0;
       if constexpr (Count) ones = quad_count(rs.p_bar_ones[slab][h]);

@@ -29,17 +29,12 @@ struct key_block_range {
 };
 
 // The wgmma kernel: a producer warpgroup and consumer warpgroups of 64 query
-// rows each. Three consumers give more warps to hide the softmax's latency
-// than FA2's 128-row blocks would (docs/performance.md).
+// rows each, as many as its operands say (wgmma_operands.cuh).
 namespace wgmma {
 constexpr int warpgroup_threads = 128;
-constexpr int consumers = 3;
 constexpr int consumer_rows = 64;
-constexpr int block_rows = consumer_rows * consumers;
-constexpr int stages = 2;  // K/V blocks in flight; more measured no faster
 // setmaxnreg moves registers from the producer, which needs few, to the consumers.
-constexpr int producer_registers = 24, consumer_registers = 160;
-static_assert((producer_registers + consumers * consumer_registers) * warpgroup_threads <= 65536);
+constexpr int producer_registers = 24;
 }  // namespace wgmma
 
 }  // namespace flash

@@ -4,4 +4,5 @@
 set(BITEXACT_FLASH_KERNEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/flash_call.cpp
   ${CMAKE_CURRENT_LIST_DIR}/flash_forward.cu
-  ${CMAKE_CURRENT_LIST_DIR}/flash_forward_wgmma.cu)
+  ${CMAKE_CURRENT_LIST_DIR}/flash_forward_wgmma.cu
+  ${CMAKE_CURRENT_LIST_DIR}/fp8_value_layout.cu)

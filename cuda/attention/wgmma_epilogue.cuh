@@ -14,14 +14,14 @@
 
 namespace flash::wgmma {
 
-template <int D>
+template <class Op, int D>
 struct o_epilogue {
-  using L = smem_layout<D>;
+  using L = smem_layout<Op, D>;
   uint32_t tile;
   int barrier;  // the warpgroup's own, after the turns' barriers
 
   __device__ __forceinline__ o_epilogue(uint32_t base, int consumer)
-      : tile(base + L::o + consumer * consumer_rows * 128), barrier(1 + consumers + consumer) {}
+      : tile(base + L::o + consumer * consumer_rows * 128), barrier(1 + Op::consumers(D) + consumer) {}
 
   __device__ __forceinline__ static bool leader() { return threadIdx.x % warpgroup_threads == 0; }
 
@@ -39,8 +39,8 @@ struct o_epilogue {
     hopper::named_barrier_sync(barrier, warpgroup_threads);
     if (leader()) {
 #pragma unroll
-      for (int page = 0; page < L::pages; ++page)
-        hopper::store_box(map, tile + page * L::q_page, 64 * page, consumer_row, p.query_head_of(head),
+      for (int page = 0; page < D / 64; ++page)
+        hopper::store_box(map, tile + page * L::o_page, 64 * page, consumer_row, p.query_head_of(head),
                           p.batch_of(head));
       hopper::store_commit();
     }
@@ -51,10 +51,10 @@ struct o_epilogue {
   __device__ __forceinline__ void write_tile(const row_state<D, 1>& rs, const forward_params& p,
                                              const int (&first_row)[1], int head) const {
     const int warp = threadIdx.x / 32 % 4;
-    finish_rows<D, 1, Count>(rs, p, head, first_row, [&](int, int row, int column, uint32_t pair) {
+    finish_rows<D, 1, Count, Op::fp8>(rs, p, head, first_row, [&](int, int row, int column, uint32_t pair) {
       const int r = warp * 16 + row;
       const uint32_t address =
-          tile + (column / 64) * L::q_page + r * 128 + ((((column % 64) / 8) ^ (r % 8)) << 4) + (column % 8) * 2;
+          tile + (column / 64) * L::o_page + r * 128 + ((((column % 64) / 8) ^ (r % 8)) << 4) + (column % 8) * 2;
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(pair) : "memory");
     });
   }

@@ -52,41 +52,41 @@ struct tensor_maps {
 
 // The producer: one thread issues every copy, counting the K/V blocks (the
 // ring's position) and the Q copies so far, as the consumers do.
-template <int D, bool Causal>
+template <class Op, int D, bool Causal>
 __device__ __forceinline__ void produce(const forward_params& p, const tensor_maps& maps, uint32_t base,
                                         const tile_schedule& schedule) {
   int loaded = 0, q_loads = 0;
   for (int k = 0; k < schedule.count(); ++k) {
     const tile_schedule::tile tile = schedule.at<Causal>(k);
-    const int visits = thread_block_visits<D, Causal>(p, tile.m_block);
+    const int visits = thread_block_visits<Op, D, Causal>(p, tile.m_block);
     if (visits == 0) continue;
     const int batch = p.batch_of(tile.head);
-    load_q<D>(q_slot<D>(base, q_loads++), &maps.q, tile.m_block, p.query_head_of(tile.head), batch);
-    load_key_blocks<D>(base, loaded, visits, &maps.k, &maps.v, p.kv_head_of(tile.head), batch);
+    load_q<Op, D>(q_slot<Op, D>(base, q_loads++), &maps.q, tile.m_block, p.query_head_of(tile.head), batch);
+    load_key_blocks<Op, D>(base, loaded, visits, &maps.k, &maps.v, p.kv_head_of(tile.head), batch);
     loaded += visits;
   }
 }
 
 // A consumer warpgroup: each of its tiles' rows through the mainloop, then out.
-template <int D, bool Causal, stabilization Rule, bool Count>
+template <class Op, int D, bool Causal, stabilization Rule, bool Count>
 __device__ __forceinline__ void consume(const forward_params& p, const tensor_maps& maps, uint32_t base,
                                         const tile_schedule& schedule, int consumer) {
   const int warp = threadIdx.x / 32 % 4;
-  const o_epilogue<D> epilogue(base, consumer);
+  const o_epilogue<Op, D> epilogue(base, consumer);
   int loaded = 0, q_loads = 0;
   row_state<D, 1> rs;
   for (int k = 0; k < schedule.count(); ++k) {
     const tile_schedule::tile tile = schedule.at<Causal>(k);
-    const int visits = thread_block_visits<D, Causal>(p, tile.m_block);
-    const int consumer_row = tile.m_block * block_rows + consumer * consumer_rows;
+    const int visits = thread_block_visits<Op, D, Causal>(p, tile.m_block);
+    const int consumer_row = tile.m_block * block_rows<Op, D> + consumer * consumer_rows;
     const int first_row[1] = {consumer_row + warp * 16};
-    const key_block_range blocks = consumer_visits<D, Causal>(p, tile.m_block, consumer);
+    const key_block_range blocks = consumer_visits<Op, D, Causal>(p, tile.m_block, consumer);
     rs.clear();
     if (visits > 0) {  // else every row is masked: O = 0, L = +inf, as FA2
-      const q_slot<D> q(base, q_loads++);
+      const q_slot<Op, D> q(base, q_loads++);
       hopper::barrier_wait(q.full, q.parity);
-      const row_block_pass<D, Causal, Rule, Count> pass{rs, p, base, q.tile + consumer * consumer_rows * 128,
-                                                        first_row, turns{consumer}};
+      const row_block_pass<Op, D, Causal, Rule, Count> pass{
+          rs, p, base, q.tile + consumer * consumer_rows * smem_layout<Op, D>::row_bytes, first_row, turns<Op::consumers(D)>{consumer}};
       pass.run(blocks, visits, loaded, q.empty);
       loaded += visits;
     }
@@ -95,27 +95,27 @@ __device__ __forceinline__ void consume(const forward_params& p, const tensor_ma
   epilogue.drain();
 }
 
-template <int D, bool Causal, stabilization Rule, bool Count>
-__global__ void __launch_bounds__(warpgroup_threads * (1 + consumers), 1)
+template <class Op, int D, bool Causal, stabilization Rule, bool Count>
+__global__ void __launch_bounds__(warpgroup_threads * (1 + Op::consumers(D)), 1)
     flash_forward_wgmma_kernel(const __grid_constant__ forward_params p, const __grid_constant__ tensor_maps maps,
                                int heads) {
   extern __shared__ uint8_t shared_raw[];
   const uint32_t base = (static_cast<uint32_t>(__cvta_generic_to_shared(shared_raw)) + 1023) & ~1023u;
-  const int m_blocks = row_blocks(p.query_rows);
+  const int m_blocks = row_blocks<Op, D>(p.query_rows);
   const tile_schedule schedule{m_blocks, m_blocks * heads};
   // Broadcast from lane 0, so that the compiler knows it is the same in the
   // whole warp and keeps what derives from it (each consumer's K/V blocks, the
   // loop's control) on the uniform datapath.
   const int warpgroup = __shfl_sync(0xffffffff, threadIdx.x / warpgroup_threads, 0);
-  if (threadIdx.x == 0) init_barriers<D>(base);
+  if (threadIdx.x == 0) init_barriers<Op, D>(base);
   __syncthreads();
   // The roles as the two branches of one if, so that setmaxnreg takes effect.
   if (warpgroup == 0) {
     hopper::registers_shrink<producer_registers>();
-    if (threadIdx.x == 0) produce<D, Causal>(p, maps, base, schedule);
+    if (threadIdx.x == 0) produce<Op, D, Causal>(p, maps, base, schedule);
   } else {
-    hopper::registers_grow<consumer_registers>();
-    consume<D, Causal, Rule, Count>(p, maps, base, schedule, warpgroup - 1);
+    hopper::registers_grow<Op::consumer_registers(D)>();
+    consume<Op, D, Causal, Rule, Count>(p, maps, base, schedule, warpgroup - 1);
   }
 }
 

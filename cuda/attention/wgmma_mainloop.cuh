@@ -23,19 +23,19 @@ namespace flash::wgmma {
 __device__ __forceinline__ int fa2_row_block(int row) { return row / flash::block_rows; }
 
 // The K/V blocks a row block's thread block visits.
-template <int D, bool Causal>
+template <class Op, int D, bool Causal>
 __device__ __forceinline__ int thread_block_visits(const forward_params& p, int m_block) {
-  return key_block_range::of<key_block<D>, Causal>(fa2_row_block(m_block * block_rows + block_rows - 1),
+  return key_block_range::of<Op::template key_block<D>, Causal>(fa2_row_block(m_block * block_rows<Op, D> + block_rows<Op, D> - 1),
                                                    p.query_rows, p.key_rows)
       .count;
 }
 
 // The K/V blocks a consumer's rows visit: none when they all lie past N (in
 // the last row block), so that its turns pass at once.
-template <int D, bool Causal>
+template <class Op, int D, bool Causal>
 __device__ __forceinline__ key_block_range consumer_visits(const forward_params& p, int m_block, int consumer) {
-  const int first_row = m_block * block_rows + consumer * consumer_rows;
-  key_block_range blocks = key_block_range::of<key_block<D>, Causal>(fa2_row_block(first_row), p.query_rows,
+  const int first_row = m_block * block_rows<Op, D> + consumer * consumer_rows;
+  key_block_range blocks = key_block_range::of<Op::template key_block<D>, Causal>(fa2_row_block(first_row), p.query_rows,
                                                                       p.key_rows);
   if (first_row >= p.query_rows) blocks.count = 0;
   return blocks;
@@ -43,71 +43,88 @@ __device__ __forceinline__ key_block_range consumer_visits(const forward_params&
 
 // Q of a row block into its buffer, once the consumers of the row block
 // before last are done with it.
-template <int D>
-__device__ __forceinline__ void load_q(const q_slot<D>& q, const CUtensorMap* map, int m_block, int head, int batch) {
-  using L = smem_layout<D>;
+template <class Op, int D>
+__device__ __forceinline__ void load_q(const q_slot<Op, D>& q, const CUtensorMap* map, int m_block, int head,
+                                       int batch) {
+  using L = smem_layout<Op, D>;
   hopper::barrier_wait(q.empty, q.parity ^ 1);
   hopper::barrier_arrive_expect_bytes(q.full, L::q_bytes);
 #pragma unroll
   for (int page = 0; page < L::pages; ++page)
-    hopper::copy_box(q.tile + page * L::q_page, map, q.full, 64 * page, m_block * L::rows, head, batch);
+    hopper::copy_box(q.tile + page * L::q_page, map, q.full, L::page_columns * page, m_block * L::rows, head, batch);
 }
 
-// K or V block n_block into a stage's tile, once its consumers have handed it back.
-template <int D>
+// K or V block n_block into a stage's tile, once its consumers have handed
+// it back; V^T's block (Transposed, e4m3) is one box of D rows of BN keys.
+template <class Op, int D, bool Transposed = false>
 __device__ __forceinline__ void load_key_block(uint32_t tile, uint32_t full, uint32_t empty, uint32_t parity,
                                                const CUtensorMap* map, int n_block, int head, int batch) {
-  using L = smem_layout<D>;
+  using L = smem_layout<Op, D>;
   hopper::barrier_wait(empty, parity ^ 1);
   hopper::barrier_arrive_expect_bytes(full, L::kv_bytes);
+  if constexpr (Transposed) {
+    hopper::copy_box(tile, map, full, n_block * L::BN, 0, head, batch);
+  } else {
 #pragma unroll
-  for (int page = 0; page < L::pages; ++page)
-    hopper::copy_box(tile + page * L::kv_page, map, full, 64 * page, n_block * L::BN, head, batch);
+    for (int page = 0; page < L::pages; ++page)
+      hopper::copy_box(tile + page * L::kv_page, map, full, L::page_columns * page, n_block * L::BN, head, batch);
+  }
 }
 
 // A row block's K and V blocks, from the last to the first, into the ring's
 // slots from position `loaded`.
-template <int D>
+template <class Op, int D>
 __device__ __forceinline__ void load_key_blocks(uint32_t base, int loaded, int visits, const CUtensorMap* k,
                                                 const CUtensorMap* v, int head, int batch) {
   for (int i = 0; i < visits; ++i) {
     const int n_block = visits - 1 - i;
-    const kv_slot<D> slot(base, loaded + i);
-    load_key_block<D>(slot.k_tile, slot.barrier.k_full, slot.barrier.k_empty, slot.parity, k, n_block, head, batch);
-    load_key_block<D>(slot.v_tile, slot.barrier.v_full, slot.barrier.v_empty, slot.parity, v, n_block, head, batch);
+    const kv_slot<Op, D> slot(base, loaded + i);
+    load_key_block<Op, D>(slot.k_tile, slot.barrier.k_full, slot.barrier.k_empty, slot.parity, k, n_block, head,
+                          batch);
+    load_key_block<Op, D, Op::fp8>(slot.v_tile, slot.barrier.v_full, slot.barrier.v_empty, slot.parity, v, n_block,
+                                   head, batch);
   }
 }
 
 // S = Q K^T of one K/V block for the warpgroup's 64 rows, issued once K has
-// landed: a chain of k16 steps over d from zero (page c / 4, 32 bytes a step within it).
-template <int D>
-__device__ __forceinline__ void issue_scores(float (&s)[1][key_block<D> / 8][4], uint32_t q_rows,
-                                             const kv_slot<D>& slot) {
-  using L = smem_layout<D>;
+// landed: a chain of k16 (bf16) or k32 (e4m3) steps over d from zero, 32
+// bytes of each row a step.
+template <class Op, int D>
+__device__ __forceinline__ void issue_scores(float (&s)[1][Op::template key_block<D> / 8][4], uint32_t q_rows,
+                                             const kv_slot<Op, D>& slot) {
+  using L = smem_layout<Op, D>;
   hopper::barrier_wait(slot.barrier.k_full, slot.parity);
   hopper::warpgroup_arrive();
 #pragma unroll
-  for (int c = 0; c < D / 16; ++c) {
-    const uint32_t page = (c / 4), offset = (c % 4) * 32;
-    hopper::wgmma_ss<L::BN>(s[0], hopper::swizzled_descriptor(q_rows + page * L::q_page + offset, 16, 1024),
-                            hopper::swizzled_descriptor(slot.k_tile + page * L::kv_page + offset, 16, 1024),
-                            c > 0);  // the first step starts the chain (scale-d 0)
+  for (int c = 0; c < D * Op::bytes / 32; ++c) {
+    const uint32_t page = c * 32 / L::row_bytes, offset = c * 32 % L::row_bytes;
+    Op::template scores_step<L::BN>(
+        s[0], hopper::swizzled_descriptor(q_rows + page * L::q_page + offset, 16, 8 * L::row_bytes, L::row_bytes),
+        hopper::swizzled_descriptor(slot.k_tile + page * L::kv_page + offset, 16, 8 * L::row_bytes, L::row_bytes),
+        c > 0);  // the first step starts the chain (scale-d 0)
   }
   hopper::warpgroup_commit();
 }
 
-// O += P V of one K/V block, issued once V has landed: keys 16kk.., 16
-// rows of 128 bytes a step.
-template <int D>
-__device__ __forceinline__ void issue_pv(row_state<D, 1>& rs, const uint32_t (&pa)[key_block<D> / 16][4],
-                                         const kv_slot<D>& slot) {
-  using L = smem_layout<D>;
+// O += P V of one K/V block, issued once V has landed: bf16, keys 16kk..,
+// 16 rows of 128 bytes a step; e4m3, keys 32kk.., 32 bytes of each of V^T's
+// rows a step.
+template <class Op, int D>
+__device__ __forceinline__ void issue_pv(row_state<D, 1>& rs,
+                                         const uint32_t (&pa)[Op::template key_block<D> / Op::pv_keys][4],
+                                         const kv_slot<Op, D>& slot) {
+  using L = smem_layout<Op, D>;
   hopper::barrier_wait(slot.barrier.v_full, slot.parity);
   hopper::warpgroup_arrive();
 #pragma unroll
-  for (int kk = 0; kk < L::BN / 16; ++kk)
-    hopper::wgmma_rs_b_mn_major<D>(rs.o[0], pa[kk],
-                                   hopper::swizzled_descriptor(slot.v_tile + kk * 16 * 128, L::kv_page, 1024));
+  for (int kk = 0; kk < L::BN / Op::pv_keys; ++kk)
+    if constexpr (Op::fp8)
+      hopper::wgmma_rs_e4m3<D>(rs.o[0], pa[kk],
+                               hopper::swizzled_descriptor(slot.v_tile + kk * 32, 16, 8 * L::vt_row_bytes,
+                                                           L::vt_row_bytes));
+    else
+      hopper::wgmma_rs_b_mn_major<D>(rs.o[0], pa[kk],
+                                     hopper::swizzled_descriptor(slot.v_tile + kk * 16 * 128, L::kv_page, 1024));
   hopper::warpgroup_commit();
 }
 
@@ -117,12 +134,13 @@ __device__ __forceinline__ void issue_pv(row_state<D, 1>& rs, const uint32_t (&p
 // barrier 1 + c is consumer c's turn; the last consumer hands consumer 0 the
 // first turn, and keeps back its last pass so that every barrier's arrivals
 // pair up.
+template <int Consumers>
 struct turns {
   int consumer;
-  __device__ __forceinline__ bool last() const { return consumer == consumers - 1; }
+  __device__ __forceinline__ bool last() const { return consumer == Consumers - 1; }
   __device__ __forceinline__ void wait() const { hopper::named_barrier_sync(1 + consumer, 2 * warpgroup_threads); }
   __device__ __forceinline__ void pass() const {
-    hopper::named_barrier_arrive(1 + (consumer + 1) % consumers, 2 * warpgroup_threads);
+    hopper::named_barrier_arrive(1 + (consumer + 1) % Consumers, 2 * warpgroup_threads);
   }
 };
 
@@ -136,17 +154,17 @@ struct turns {
 // P V before it) and one for the last P V. S, P and alpha stay local to
 // run() and are passed by reference: as members they moved ptxas's
 // register allocation.
-template <int D, bool Causal, stabilization Rule, bool Count>
+template <class Op, int D, bool Causal, stabilization Rule, bool Count>
 struct row_block_pass {
-  static constexpr int BN = key_block<D>;
+  static constexpr int BN = Op::template key_block<D>;
   using scores = float[1][BN / 8][4];
-  using p_fragments = uint32_t[BN / 16][4];
+  using p_fragments = uint32_t[BN / Op::pv_keys][4];
   using factors = float[1][2];
   row_state<D, 1>& rs;
   const forward_params& p;
   const uint32_t base, q_rows;  // q_rows: the warpgroup's rows of Q's buffer
   const int (&first_row)[1];
-  const turns turn;
+  const turns<Op::consumers(D)> turn;
 
   // The thread block's K/V blocks before this row block's are the ring's
   // first `loaded`; q_empty hears from each warp once its Q rows are no
@@ -164,10 +182,10 @@ struct row_block_pass {
       if (!turn.last()) turn.pass();
       return;
     }
-    kv_slot<D> previous(base, loaded + skipped);
+    kv_slot<Op, D> previous(base, loaded + skipped);
     first_block(s, pa, alpha, blocks, previous);
     for (int i = 1; i < blocks.count; ++i) {
-      const kv_slot<D> slot(base, loaded + skipped + i);
+      const kv_slot<Op, D> slot(base, loaded + skipped + i);
       next_block(s, pa, alpha, blocks, i, slot, previous);
       previous = slot;
     }
@@ -178,7 +196,7 @@ struct row_block_pass {
   // does not: handed back at once, their turns issuing nothing.
   __device__ __forceinline__ void skip(int loaded, int skipped) const {
     for (int i = 0; i < skipped; ++i) {
-      const kv_slot<D> slot(base, loaded + i);
+      const kv_slot<Op, D> slot(base, loaded + i);
       turn.wait();
       turn.pass();
       release(slot.barrier.k_empty);
@@ -187,9 +205,9 @@ struct row_block_pass {
   }
 
   __device__ __forceinline__ void first_block(scores& s, p_fragments& pa, factors& alpha,
-                                              const key_block_range& blocks, const kv_slot<D>& slot) const {
+                                              const key_block_range& blocks, const kv_slot<Op, D>& slot) const {
     turn.wait();
-    issue_scores<D>(s, q_rows, slot);
+    issue_scores<Op, D>(s, q_rows, slot);
     turn.pass();
     hopper::warpgroup_wait<0>();
     hopper::fence_accumulators<BN>(s[0]);
@@ -200,11 +218,11 @@ struct row_block_pass {
 
   // Block i's S with P V of the block before it.
   __device__ __forceinline__ void next_block(scores& s, p_fragments& pa, factors& alpha,
-                                             const key_block_range& blocks, int i, const kv_slot<D>& slot,
-                                             const kv_slot<D>& previous) const {
+                                             const key_block_range& blocks, int i, const kv_slot<Op, D>& slot,
+                                             const kv_slot<Op, D>& previous) const {
     turn.wait();
-    issue_scores<D>(s, q_rows, slot);
-    issue_pv<D>(rs, pa, previous);
+    issue_scores<Op, D>(s, q_rows, slot);
+    issue_pv<Op, D>(rs, pa, previous);
     turn.pass();
     hopper::warpgroup_wait<1>();  // S(i) has landed
     hopper::fence_accumulators<BN>(s[0]);
@@ -217,10 +235,10 @@ struct row_block_pass {
     pack_p(pa, s);
   }
 
-  __device__ __forceinline__ void last_pv(const p_fragments& pa, const kv_slot<D>& previous, uint32_t q_empty) const {
+  __device__ __forceinline__ void last_pv(const p_fragments& pa, const kv_slot<Op, D>& previous, uint32_t q_empty) const {
     release(q_empty);  // every S has landed
     turn.wait();
-    issue_pv<D>(rs, pa, previous);
+    issue_pv<Op, D>(rs, pa, previous);
     if (!turn.last()) turn.pass();
     hopper::warpgroup_wait<0>();
     hopper::fence_accumulators<D>(rs.o[0]);
@@ -232,15 +250,19 @@ struct row_block_pass {
   __device__ __forceinline__ void softmax(scores& s, factors& alpha, int n_block, bool masking, bool first) const {
     if (masking) {
       mask_scores<BN, 1, Causal>(s, p, first_row, n_block);
-      softmax_block<D, BN, 1, Causal, Rule, Count, true>(rs, s, alpha, p, first);
+      softmax_block<D, BN, 1, Causal, Rule, Count, true, Op::fp8>(rs, s, alpha, p, first);
     } else {
-      softmax_block<D, BN, 1, Causal, Rule, Count, false>(rs, s, alpha, p, first);
+      softmax_block<D, BN, 1, Causal, Rule, Count, false, Op::fp8>(rs, s, alpha, p, first);
     }
   }
 
   __device__ __forceinline__ void pack_p(p_fragments& pa, const scores& s) const {
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) p_fragment<D, BN, 1, Count>(pa[kk], rs, s, 0, kk);
+    for (int kk = 0; kk < BN / Op::pv_keys; ++kk)
+      if constexpr (Op::fp8)
+        p_fragment_e4m3<D, BN, Count>(pa[kk], rs, s[0], kk, p.p_scale);
+      else
+        p_fragment<D, BN, 1, Count>(pa[kk], rs, s, 0, kk);
   }
 };
 

@@ -3,12 +3,16 @@
 #pragma once
 
 #include "flash_tiles.cuh"
+#include "wgmma_operands.cuh"
 
 #include <algorithm>
 
 namespace flash::wgmma {
 
-__host__ __device__ __forceinline__ int row_blocks(int query_rows) { return (query_rows + block_rows - 1) / block_rows; }
+template <class Op, int D>
+__host__ __device__ __forceinline__ int row_blocks(int query_rows) {
+  return (query_rows + block_rows<Op, D> - 1) / block_rows<Op, D>;
+}
 
 // Without the mask the thread blocks are persistent (one an SM), so that the
 // producer loads the next row block's Q, K and V while the consumers finish

@@ -19,7 +19,7 @@ The fp8 unit here is a NumPy copy of bitexact's sm90_tensor_core_fp8 (include/bi
 products a step, each truncated 13 bits below the largest nominal exponent, the step's sum rounded toward zero
 to E8M13); ex2, lg2 and rcp come from bitexact's MUFU tables when its Python module imports (Stats needs
 them and O does too, rarely: 1 of 131,072 in N 512 d 128), else correctly rounded. The library computes the sass
-recipe itself (the preset cudnn_sdpa_fp8_sm90; cudnn_fp8_sdpa_pack.py replay runs the captures through it):
+recipe itself (the preset cudnn_sdpa_fp8_sm90; fp8_attention_pack.py replay runs the captures through it):
 this script stays for the alternatives no kernel description expresses (P normalized, exact dot products).
 """
 import json

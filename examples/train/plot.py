@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Plots a run of examples/train/train_gpt.py: the three loss curves, the
-stabilized kernel's loss minus the standard one's (the standard kernel's minus
+"""Plots a run of examples/train/train_gpt.py: the loss curves (three, five
+with --fp8's runs), the stabilized and fp8 kernels' loss minus the standard one's (the standard kernel's minus
 PyTorch flash's is 0 at every step when the bits agree), and the leading
 indicator per step. Needs matplotlib.
 
@@ -23,8 +23,13 @@ def main():
     steps = range(len(runs["standard"]["loss"]))
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     for name, style in (("pytorch_flash", dict(color="black", lw=2.5, alpha=0.35)),
-                        ("standard", dict(color="tab:blue", lw=1)), ("stabilized", dict(color="tab:red", lw=1))):
-        axes[0].plot(steps, runs[name]["loss"], label=name.replace("_", " "), **style)
+                        ("standard", dict(color="tab:blue", lw=1)), ("stabilized", dict(color="tab:red", lw=1)),
+                        ("fp8_standard", dict(color="tab:green", lw=1)),  # --fp8 runs, when present
+                        ("fp8_stabilized", dict(color="tab:orange", lw=1, ls="--"))):
+        if name in runs:
+            axes[0].plot(range(len(runs[name]["loss"])), runs[name]["loss"], label=name.replace("_", " ")
+                         + (f" (stopped at step {runs[name]['stopped']['step']})" if "stopped" in runs[name] else ""),
+                         **style)
     axes[0].set(title=f"loss, {summary['layers']} layers, width {summary['width']}, context {summary['context']}",
                 xlabel="step", ylabel="cross-entropy (bytes)", ylim=(2.0, 3.5))
     axes[0].legend()
@@ -32,6 +37,11 @@ def main():
     apart = [a - b for a, b in zip(runs["stabilized"]["loss"], runs["standard"]["loss"])]
     axes[1].plot(steps, apart, color="tab:red", lw=1, label="stabilized - standard")
     axes[1].plot(steps, same, color="tab:blue", lw=1.5, label="standard - PyTorch flash (all 0)")
+    for name, color in (("fp8_standard", "tab:green"), ("fp8_stabilized", "tab:orange")):
+        if name in runs:
+            apart_fp8 = [a - b for a, b in zip(runs[name]["loss"], runs["standard"]["loss"])]
+            axes[1].plot(range(len(apart_fp8)), apart_fp8, color=color,
+                         lw=1, label=f"{name.replace('_', ' ')} - standard")
     axes[1].axhline(0, color="gray", lw=0.5)
     axes[1].set(title="loss differences", xlabel="step")
     axes[1].legend()

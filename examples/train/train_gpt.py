@@ -31,6 +31,7 @@ the bit-for-bit comparison covers every rank's.
     PYTHONPATH=build/python python3 examples/train/train_gpt.py --out big.json --layers 12 --context 2048 \
         --width 768 --heads 12 --batch 8 --steps 100
     PYTHONPATH=build/python torchrun --nproc-per-node 2 examples/train/train_gpt.py --out ddp.json
+    PYTHONPATH=build/python python3 examples/train/train_gpt.py --out fp8.json --fp8
     python3 examples/train/plot.py run.json docs/train/gpt_h100
 """
 import argparse
@@ -57,6 +58,12 @@ ATTENTION = {
     "pytorch_flash": F.scaled_dot_product_attention,
     "standard": bitexact_torch.scaled_dot_product_attention,
     "stabilized": bitexact_torch.stabilized(beta=2.0, eps=1e-3),
+}
+# --fp8: two more runs whose forward is our FP8 kernel (bitexact_torch.fp8_attention: Q, K, V quantised
+# per tensor to e4m3, PyTorch's bf16 flash backward), standard and stabilized.
+FP8_ATTENTION = {
+    "fp8_standard": bitexact_torch.fp8_attention(),
+    "fp8_stabilized": bitexact_torch.fp8_attention(stabilize=1, beta=2.0, eps=1e-3),
 }
 
 
@@ -127,7 +134,12 @@ def train(name, data, steps, batch, lr, rank):
             group["lr"] = lr * min(1.0, (step + 1) / 50)
         start = torch.randint(0, len(data) - CONTEXT - 1, (batch,), generator=batches)
         window = torch.stack([data[s:s + CONTEXT + 1] for s in start.tolist()]).cuda()
-        value, ms = timed_step(model, optimizer, window)
+        try:
+            value, ms = timed_step(model, optimizer, window)
+        except ValueError as error:  # an fp8 run whose activations left the finite numbers: amax inf or NaN
+            log["stopped"] = {"step": step, "error": str(error)}
+            print(f"{name} stopped at step {step}: {error}", flush=True)
+            break
         log["loss"].append(value)
         log["loss_bits"].append(struct.unpack("<I", struct.pack("<f", value))[0])
         log["step_ms"].append(ms)
@@ -213,8 +225,11 @@ def main():
     parser.add_argument("--width", type=int, default=WIDTH)
     parser.add_argument("--heads", type=int, default=HEADS)
     parser.add_argument("--profile", action="store_true", help="a CPU profile of 5 steps of each model")
+    parser.add_argument("--fp8", action="store_true", help="also train with our FP8 forward, standard and stabilized")
     args = parser.parse_args()
     CONTEXT, LAYERS, WIDTH, HEADS = args.context, args.layers, args.width, args.heads
+    if args.fp8:
+        ATTENTION.update(FP8_ATTENTION)
     rank, world = 0, 1
     if "WORLD_SIZE" in os.environ:  # torchrun
         dist.init_process_group("nccl")
@@ -229,7 +244,9 @@ def main():
     runs, trained = {}, {}
     for name in ATTENTION:
         runs[name], *trained[name] = train(name, data, args.steps, args.batch, args.lr, rank)
-    median, paired = step_times(trained, data, args.batch, args.timing_rounds, rank)
+    # Runs that stopped (fp8 ones whose activations overflowed) are not timed.
+    median, paired = step_times({name: t for name, t in trained.items() if "stopped" not in runs[name]}, data,
+                                args.batch, args.timing_rounds, rank)
     same = runs["pytorch_flash"]["loss_bits"] == runs["standard"]["loss_bits"]
     if world > 1:  # every rank's curves, and rank 0's step times
         agree = torch.tensor([int(same)], device="cuda")
@@ -253,6 +270,9 @@ def main():
         "stabilized_over_standard": median["stabilized"] / median["standard"],
         "standard_over_pytorch_flash": median["standard"] / median["pytorch_flash"],
         "stabilized_over_pytorch_flash": median["stabilized"] / median["pytorch_flash"],
+        # The fp8 runs' steps include the quantisation's amax and its copy to the host, three a layer.
+        "fp8_final_loss": {name: runs[name]["loss"][-1] for name in FP8_ATTENTION if name in runs},
+        "stopped": {name: run["stopped"] for name, run in runs.items() if "stopped" in run},
         "paired_ratio_quartiles_over_pytorch_flash": paired,
         "cpu_profile": profiled,
     }

@@ -812,13 +812,14 @@ def attention(q, k, v, *, preset=None, kernel=None, causal=False, scale=None, sp
     shape (bf16 bits), lse [B, H, N] (fp32 bits; .view(np.float32) for the numbers); for
     paper_reference_fp64 both are float64.
 
-    fp8 kernels (cudnn_sdpa_fp8_sm90, or a description whose inputs are e4m3 or e5m2) take
-    q, k, v of fp8 bits (uint8, or ml_dtypes' float8 arrays) and the call's scales as
-    cuDNN's fp8 SDPA takes them: descale_q, descale_k, descale_v (the inputs' dequantizing
-    factors), descale_s and scale_s (P's), scale_o (O's); each a positive finite number,
-    1 when not given. o is then the kernel's output format's bits (e4m3 for cuDNN's: uint8)
-    and lse its Stats (fp32 bits). splits, batch_heads, beta, eps and autocast are not
-    options of fp8 kernels.
+    fp8 kernels (the presets whose description's inputs are e4m3, or a description whose
+    inputs are e4m3 or e5m2) take q, k, v of fp8 bits (uint8, or ml_dtypes' float8 arrays)
+    and the call's scales as cuDNN's fp8 SDPA takes them: descale_q, descale_k, descale_v
+    (the inputs' dequantizing factors), descale_s and scale_s (P's), scale_o (O's); each a
+    positive finite number, 1 when not given. o is then in the kernel's output format
+    (its o_rounding): e4m3 bits (uint8) for cuDNN's fp8 recipe, bf16 bits (uint16) for
+    FA2's (bitexact's FP8 kernel); lse is L (fp32 bits). splits, batch_heads and autocast
+    are not options of fp8 kernels; beta and eps set a stabilized fp8 preset's rule.
 
     preset: a name of ATTENTION_PRESETS (list_kernels() has their summaries); default the
     first, pytorch_sdpa_flash_sm90. kernel: instead of a preset, a GPU kernel's description,
@@ -841,8 +842,8 @@ def attention(q, k, v, *, preset=None, kernel=None, causal=False, scale=None, sp
     kernel = _kernel_text(kernel)
     scales = [descale_q, descale_k, descale_v, descale_s, scale_s, scale_o]
     if _one_byte(q) or any(x is not None for x in scales):
-        return _attention_fp8(q, k, v, preset, kernel, causal, scale, gpu, threads, scales,
-                              splits=splits, batch_heads=batch_heads, beta=beta, eps=eps, autocast=autocast)
+        return _attention_fp8(q, k, v, preset, kernel, causal, scale, gpu, threads, scales, beta, eps,
+                              splits=splits, batch_heads=batch_heads, autocast=autocast)
     q, k, v = _attention_operands(q, k, v)
     n, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
     batch, heads = q.shape[:2] if q.ndim == 4 else (1, 1)
@@ -853,7 +854,7 @@ def attention(q, k, v, *, preset=None, kernel=None, causal=False, scale=None, sp
     return o.reshape(q.shape), lse.reshape(q.shape[:-1])
 
 
-def _attention_fp8(q, k, v, preset, kernel, causal, scale, gpu, threads, scales, **bf16_only):
+def _attention_fp8(q, k, v, preset, kernel, causal, scale, gpu, threads, scales, beta, eps, **bf16_only):
     given = [name for name, value in bf16_only.items() if value is not None and not (name == "autocast" and value)]
     if given:
         raise ValueError(f"attention: {', '.join(given)} {'is not an option' if len(given) == 1 else 'are not options'} "
@@ -865,7 +866,7 @@ def _attention_fp8(q, k, v, preset, kernel, causal, scale, gpu, threads, scales,
     flat = [np.ascontiguousarray(x).reshape(-1) for x in (q, k, v)]
     o, lse = _bitexact._attention_fp8(*flat, batch, heads, n, n_k, d, causal, scale,
                                       [None if x is None else float(x) for x in scales], gpu, preset, kernel,
-                                      int(threads))
+                                      int(threads), beta, eps)
     return o.reshape(q.shape), lse.reshape(q.shape[:-1])
 
 

@@ -18,6 +18,11 @@ Gradients are PyTorch's own flash backward on the forward's O and L, for every v
 changes the forward alone); the operator's autograd is C++ (python/src/torch_ops.cpp), so a step costs no
 Python for it. torch.compile(fullgraph=True) and CUDA graphs take the operators.
 
+Our FP8 forward kernel is torch.ops.bitexact.flash_forward_fp8 (e4m3 Q, K, V with per-tensor descales, bf16
+O; the emulator's presets bitexact_flash_fp8_sm90[_stabilized[_across_blocks]] give its bits), forward only;
+fp8_attention(...) wraps it as an F.scaled_dot_product_attention replacement for training with an FP8
+forward: Q, K and V quantised per tensor (amax / 448), PyTorch's bf16 flash backward on the forward's O and L.
+
 The operators are built by `pip install` (or CMake) when nvcc and PyTorch are found at build time; an
 install without them has no file to load, and importing this module says how to get it.
 """
@@ -92,3 +97,57 @@ def flash_forward_with_indicator(query, key, value, is_causal=False, scale=None,
     (p_bar_ones >= 2).sum(-1) and max_repeated.sum(-1). Not differentiable."""
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     return torch.ops.bitexact.flash_forward_indicator(query, key, value, is_causal, scale, eps, structure)
+
+
+flash_forward_fp8 = torch.ops.bitexact.flash_forward_fp8
+flash_forward_fp8.__doc__ = """flash_forward_fp8(query, key, value, is_causal, scale, descale_q=1.0, descale_k=1.0,
+descale_v=1.0, scale_s=256.0, descale_s=1/256, scale_o=1.0, stabilize=0, beta=2.0, eps=1e-3, indicator=False)
+-> (O, L, p_bar_ones, max_repeated): our FP8 forward kernel. query, key, value: torch.float8_e4m3fn
+[B, H, N, d], d 64 or 128, unit stride on d, x / descale_x of the real tensors. O bf16 (laid out
+[B, N, H, d]), L fp32 [B, H, N] in natural-log units of the descaled scores. P-bar = e4m3(RN(P * scale_s)),
+O's factor RN(RN(1 / l) * RN(RN(descale_s * descale_v) * scale_o)), the scores' scale
+RN(RN(scale * descale_q) * descale_k) (docs/attention.md). indicator=True also returns the leading indicator
+per row (int32 [B, H, N]): the keys whose P-bar equals the row max's (e4m3(scale_s)), and the tie test;
+else two empty tensors. Not differentiable (fp8_attention is)."""
+
+E4M3_MAX = 448.0
+
+
+def quantise_e4m3(x):
+    """x as torch.float8_e4m3fn with its per-tensor descale amax / 448 (Transformer Engine's recipe), and
+    the descale as a Python float (one device-to-host copy)."""
+    descale = max(float(x.detach().abs().amax().float()), 1e-30) / E4M3_MAX
+    return (x.float() / descale).to(torch.float8_e4m3fn), descale
+
+
+class _FP8Attention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, query, key, value, is_causal, scale, stabilize, beta, eps):
+        (q8, dq), (k8, dk), (v8, dv) = (quantise_e4m3(x) for x in (query, key, value))
+        o, lse, _, _ = flash_forward_fp8(q8, k8, v8, is_causal, scale, dq, dk, dv, 256.0, 1.0 / 256, 1.0,
+                                         stabilize, beta, eps, False)
+        ctx.save_for_backward(query, key, value, o, lse)
+        ctx.is_causal, ctx.scale = is_causal, scale
+        return o
+
+    @staticmethod
+    def backward(ctx, grad_o):
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_backward(
+            grad_o if grad_o.stride(-1) == 1 else grad_o.contiguous(), q, k, v, o, lse, None, None, q.shape[2],
+            k.shape[2], 0.0, ctx.is_causal, None, None, scale=ctx.scale)
+        return dq, dk, dv, None, None, None, None, None
+
+
+def fp8_attention(stabilize=0, beta=2.0, eps=1e-3):
+    """An F.scaled_dot_product_attention replacement whose forward is our FP8 kernel (stabilize 0 standard,
+    1 the paper's rule per K/V block, 2 across blocks) on bf16 Q, K, V quantised per tensor to e4m3, and
+    whose backward is PyTorch's bf16 flash backward on the forward's O and L: training with an FP8
+    forward, as issue 33 asks. No mask but is_causal, no dropout, equal query and key heads."""
+
+    def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        if attn_mask is not None or dropout_p != 0.0 or enable_gqa:
+            raise NotImplementedError("bitexact.torch.fp8_attention: no attn_mask, dropout or enable_gqa")
+        scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+        return _FP8Attention.apply(query, key, value, is_causal, scale, stabilize, beta, eps)
+    return attention

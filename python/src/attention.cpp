@@ -106,17 +106,22 @@ std::span<const std::uint8_t> fp8_bits_of(const py::array& array, const char* wh
 // An fp8 kernel's call (attention/call.hpp's forward on fp8 bit patterns): q
 // [heads][query_rows][head_dim], k and v [heads][key_rows][head_dim], flat
 // uint8 patterns of the kernel's input format; scales the six of
-// fp8_scale_names (None: 1). Returns (o, lse): e4m3 and fp32 bit patterns.
+// fp8_scale_names (None: 1); beta and epsilon the stabilized rule's (None: the
+// kernel's). Returns (o, lse): O's bit patterns in the kernel's o_format (e4m3
+// uint8 or bf16 uint16) and L's fp32 ones.
 py::tuple attention_fp8_call(const py::array& q, const py::array& k, const py::array& v, int batch, int heads,
                              int query_rows, int key_rows, int head_dim, bool causal, std::optional<double> scale,
                              const std::array<std::optional<double>, 6>& scales,
                              std::optional<std::string_view> gpu_name, std::optional<std::string_view> preset_name,
-                             const std::optional<std::string>& kernel_json, int threads) {
+                             const std::optional<std::string>& kernel_json, int threads, std::optional<double> beta,
+                             std::optional<double> epsilon) {
   attention::attention_call call;
   call.model = model_of(preset_name, kernel_json);
   call.shape = {batch, heads, query_rows, key_rows, head_dim, causal};
   call.scale = scale;
   if (gpu_name) call.device = find_gpu(*gpu_name);
+  if (beta) call.beta = from_double<fp32>(*beta).result;
+  if (epsilon) call.epsilon = from_double<fp32>(*epsilon).result;
   call.threads = threads;
   call.fp8_scales = scales;
   const attention::resolved_call r = attention::resolve_call(call);
@@ -133,14 +138,21 @@ py::tuple attention_fp8_call(const py::array& q, const py::array& k, const py::a
   const format inputs = r.kernel->inputs;
   const auto qs = fp8_bits_of(q, "q", q_size, inputs), ks = fp8_bits_of(k, "k", kv_size, inputs),
              vs = fp8_bits_of(v, "v", kv_size, inputs);
-  auto o = new_values<e4m3>(q_size);
-  auto lse = new_values<fp32>(rows);
   ptx::mufu_tables::shared();  // loads the tables (or throws) while the GIL is held
-  {
-    py::gil_scoped_release unlocked;
-    attention::forward(r, qs, ks, vs, {writable_values_of<e4m3>(o), q_size}, {writable_values_of<fp32>(lse), rows});
-  }
-  return py::make_tuple(o, lse);
+  // O in the kernel's format: e4m3 (cuDNN's recipe) or bf16 (FA2's).
+  const auto computed = [&](auto o_tag) {
+    constexpr format out = decltype(o_tag)::fmt;
+    auto o = new_values<out>(q_size);
+    auto lse = new_values<fp32>(rows);
+    {
+      py::gil_scoped_release unlocked;
+      attention::forward(r, qs, ks, vs, std::span<value<out>>(writable_values_of<out>(o), q_size),
+                         std::span<float32>(writable_values_of<fp32>(lse), rows));
+    }
+    return py::make_tuple(o, lse);
+  };
+  if (r.o_format() == e4m3) return computed(format_tag<e4m3>{});
+  return computed(format_tag<bf16>{});
 }
 
 template <format F>
@@ -444,7 +456,8 @@ void register_attention(py::module_& m) {
         py::arg("beta"), py::arg("epsilon"), py::arg("autocast"), py::arg("threads"));
   m.def("_attention_fp8", &attention_fp8_call, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("batch"),
         py::arg("heads"), py::arg("query_rows"), py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"),
-        py::arg("scale"), py::arg("scales"), py::arg("gpu"), py::arg("preset"), py::arg("kernel"), py::arg("threads"));
+        py::arg("scale"), py::arg("scales"), py::arg("gpu"), py::arg("preset"), py::arg("kernel"), py::arg("threads"),
+        py::arg("beta") = py::none(), py::arg("epsilon") = py::none());
   m.def("_attention_row", &attention_row, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("query_rows"),
         py::arg("key_rows"), py::arg("head_dim"), py::arg("row"), py::arg("col"), py::arg("causal"),
         py::arg("scale"), py::arg("splits"), py::arg("gpu"), py::arg("batch_heads"), py::arg("preset"),

@@ -4,6 +4,15 @@
 //
 //   flash_forward(query, key, value, is_causal, scale, stabilize, beta, eps, structure) -> (O, L)
 //   flash_forward_indicator(query, key, value, is_causal, scale, eps, structure) -> (O, L, p_bar_ones, max_repeated)
+//   flash_forward_fp8(query, key, value, is_causal, scale, descale_q, descale_k, descale_v, scale_s, descale_s,
+//                     scale_o, stabilize, beta, eps, indicator) -> (O, L, p_bar_ones, max_repeated)
+//                     (p_bar_ones and max_repeated empty unless indicator)
+//   fp8_value_layout(value) -> V^T as the FP8 kernel reads it (uint8)
+//
+// flash_forward_fp8 is our FP8 kernel, forward only: e4m3 Q, K and V with
+// per-tensor scales, O bf16; V is handed over as the kernel reads it (V^T,
+// its keys permuted, fp8_value_layout: one pass over V a call, also an
+// operator of its own).
 //
 // Their autograd is here too, in C++, so that a training step pays no Python
 // for them: the backward of every variant is PyTorch's own flash backward
@@ -74,17 +83,34 @@ Tensor readable(const Tensor& t) {
              : t.clone(at::MemoryFormat::Contiguous);
 }
 
-void launch(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& o, const Tensor& lse,
-            bool is_causal, double scale, int64_t stabilize, double beta, double eps, c10::string_view structure,
-            int32_t* p_bar_ones, int32_t* max_repeated) {
-  TORCH_CHECK(query.is_cuda(), "bitexact: the kernels run on CUDA tensors; got ", query.device());
+// An e4m3 tensor as bytes, itself when the kernels read its layout, else a dense copy.
+Tensor readable_fp8(const Tensor& t) {
+  const Tensor bytes = t.view(at::kByte);
+  return flash::layout_taken(bytes.data_ptr(), strides_of(bytes), int(t.size(0)), int(t.size(1)), int(t.size(2)), 1)
+             ? bytes
+             : bytes.contiguous();
+}
+
+// V [B, H_kv, N, d] as our FP8 kernel reads it (flash_call.h, fp8_value_layout):
+// V^T [B, H_kv, d, fp8_key_columns(N)], its keys permuted, zero past N.
+Tensor fp8_value_layout(const Tensor& value) {
+  TORCH_CHECK_VALUE(value.scalar_type() == at::kFloat8_e4m3fn && value.dim() == 4 && value.stride(-1) == 1 &&
+                        value.is_cuda(),
+                    "bitexact: value must be a CUDA float8_e4m3fn tensor [B, H, N, d] with a unit stride on d; got ",
+                    c10::toString(value.scalar_type()), " of shape ", value.sizes(), " on ", value.device());
+  const int64_t B = value.size(0), H = value.size(1), N = value.size(2), d = value.size(3);
+  const c10::cuda::CUDAGuard device(value.device());
+  Tensor vt = at::empty({B, H, d, flash::fp8_key_columns(int(N))}, value.options().dtype(at::kByte));
+  const int rc = flash::fp8_value_layout(value.data_ptr(), strides_of(value), int(B), int(H), int(N), int(d),
+                                         vt.data_ptr(), at::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK_VALUE(rc != 1, "bitexact: fp8_value_layout does not take value of shape ", value.sizes());
+  TORCH_CHECK(rc == 0, "bitexact: the layout kernel's launch failed: ", cudaGetErrorString(cudaGetLastError()));
+  return vt;
+}
+
+void launch_call(flash::call& c, c10::string_view structure, const Tensor& q) {
   const int which = structure_index(structure);
-  const Tensor q = readable(query), k = readable(key), v = readable(value);
   const c10::cuda::CUDAGuard device(q.device());
-  flash::call c{q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr<float>(),
-                int(q.size(0)), int(q.size(1)), int(k.size(1)), int(q.size(2)), int(k.size(2)), int(q.size(3)),
-                strides_of(q), strides_of(k), strides_of(v), strides_of(o), is_causal, float(scale),
-                int(stabilize), float(beta), float(eps), p_bar_ones, max_repeated};
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   const int rc = which == 0 ? flash::forward_wgmma(c, stream) : flash::forward_fa2(c, stream);
   // The reason is looked up only when there is one (the message's arguments are evaluated on failure).
@@ -94,6 +120,56 @@ void launch(const Tensor& query, const Tensor& key, const Tensor& value, const T
   };
   TORCH_CHECK_VALUE(rc != 1, "bitexact: the kernels do not take this call: ", reason());
   TORCH_CHECK(rc == 0, "bitexact: the kernel's launch failed: ", cudaGetErrorString(cudaGetLastError()));
+}
+
+void launch(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& o, const Tensor& lse,
+            bool is_causal, double scale, int64_t stabilize, double beta, double eps, c10::string_view structure,
+            int32_t* p_bar_ones, int32_t* max_repeated) {
+  TORCH_CHECK(query.is_cuda(), "bitexact: the kernels run on CUDA tensors; got ", query.device());
+  const Tensor q = readable(query), k = readable(key), v = readable(value);
+  flash::call c{q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr<float>(),
+                int(q.size(0)), int(q.size(1)), int(k.size(1)), int(q.size(2)), int(k.size(2)), int(q.size(3)),
+                strides_of(q), strides_of(k), strides_of(v), strides_of(o), is_causal, float(scale),
+                int(stabilize), float(beta), float(eps), p_bar_ones, max_repeated};
+  launch_call(c, structure, q);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> flash_forward_fp8_cuda(const Tensor& query, const Tensor& key,
+                                                                  const Tensor& value, bool is_causal, double scale,
+                                                                  double descale_q, double descale_k,
+                                                                  double descale_v, double scale_s, double descale_s,
+                                                                  double scale_o, int64_t stabilize, double beta,
+                                                                  double eps, bool indicator) {
+  for (const auto& [name, t] : {std::pair{"query", &query}, std::pair{"key", &key}, std::pair{"value", &value}})
+    TORCH_CHECK_VALUE(t->scalar_type() == at::kFloat8_e4m3fn && t->dim() == 4 && t->stride(-1) == 1, "bitexact: ",
+                      name, " must be a float8_e4m3fn tensor [B, H, N, d] with a unit stride on d; got ",
+                      c10::toString(t->scalar_type()), " of shape ", t->sizes(), " and strides ", t->strides());
+  TORCH_CHECK_VALUE(query.size(-1) == 64 || query.size(-1) == 128, "bitexact: head dim ", query.size(-1),
+                    " (the kernels take 64 and 128)");
+  TORCH_CHECK_VALUE(key.sizes() == value.sizes() && key.size(0) == query.size(0) && key.size(3) == query.size(3) &&
+                        query.size(1) % key.size(1) == 0,
+                    "bitexact: key and value must be [B, H_kv, N_k, d] with the query's B and d and H_kv dividing "
+                    "its H; got query ", query.sizes(), ", key ", key.sizes(), ", value ", value.sizes());
+  TORCH_CHECK_VALUE(query.is_cuda() && key.device() == query.device() && value.device() == query.device(),
+                    "bitexact: query, key and value on one CUDA device; got ", query.device());
+  const c10::cuda::CUDAGuard device(query.device());
+  const Tensor q = readable_fp8(query), k = readable_fp8(key), vt = fp8_value_layout(value);
+  const auto B = query.size(0), H = query.size(1), N = query.size(2), d = query.size(3);
+  const at::TensorOptions bf16 = query.options().dtype(at::kBFloat16);
+  const Tensor o = at::empty({B, N, H, d}, bf16).transpose(1, 2), lse = at::empty({B, H, N}, bf16.dtype(at::kFloat));
+  // The indicator's [B, H, N] counts, or two empty tensors.
+  const Tensor p_bar_ones = at::empty(indicator ? lse.sizes() : at::IntArrayRef{0}, lse.options().dtype(at::kInt));
+  const Tensor max_repeated = at::empty_like(p_bar_ones);
+  const flash::fp8_scales scales{float(descale_q), float(descale_k), float(descale_v),
+                                 float(descale_s), float(scale_s),   float(scale_o)};
+  flash::call c{q.data_ptr(), k.data_ptr(), vt.data_ptr(), o.data_ptr(), lse.data_ptr<float>(),
+                int(B), int(H), int(key.size(1)), int(N), int(key.size(2)), int(d),
+                strides_of(q), strides_of(k), strides_of(vt), strides_of(o), is_causal, float(scale),
+                int(stabilize), float(beta), float(eps),
+                indicator ? p_bar_ones.data_ptr<int32_t>() : nullptr,
+                indicator ? max_repeated.data_ptr<int32_t>() : nullptr, &scales};
+  launch_call(c, "wgmma", q);
+  return {o, lse, p_bar_ones, max_repeated};
 }
 
 std::tuple<Tensor, Tensor> flash_forward_cuda(const Tensor& query, const Tensor& key, const Tensor& value,
@@ -185,11 +261,18 @@ TORCH_LIBRARY(bitexact, m) {
         "float beta=2.0, float eps=0.001, str structure='wgmma') -> (Tensor, Tensor)");
   m.def("flash_forward_indicator(Tensor query, Tensor key, Tensor value, bool is_causal, float scale, "
         "float eps=0.001, str structure='wgmma') -> (Tensor, Tensor, Tensor, Tensor)");
+  m.def("flash_forward_fp8(Tensor query, Tensor key, Tensor value, bool is_causal, float scale, "
+        "float descale_q=1.0, float descale_k=1.0, float descale_v=1.0, float scale_s=256.0, "
+        "float descale_s=0.00390625, float scale_o=1.0, int stabilize=0, float beta=2.0, float eps=0.001, "
+        "bool indicator=False) -> (Tensor, Tensor, Tensor, Tensor)");
+  m.def("fp8_value_layout(Tensor value) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(bitexact, CUDA, m) {
   m.impl("flash_forward", &flash_forward_cuda);
   m.impl("flash_forward_indicator", &flash_forward_indicator_cuda);
+  m.impl("flash_forward_fp8", &flash_forward_fp8_cuda);
+  m.impl("fp8_value_layout", &fp8_value_layout);
 }
 
 TORCH_LIBRARY_IMPL(bitexact, CPU, m) {

@@ -85,8 +85,11 @@ def test_attention_takes_fp8_bits_and_the_scales_by_name(data_dir, compared):
         np.testing.assert_array_equal(o, np.load(folder / "o.npy"), err_msg=name)
         np.testing.assert_array_equal(lse.view(np.uint32), np.load(folder / "stats.npy").view(np.uint32), err_msg=name)
         compared(o.size + lse.size)
-    for option in ({"splits": 2}, {"beta": 2.0}, {"batch_heads": (1, 1)}):
+    for option in ({"splits": 2}, {"batch_heads": (1, 1)}):
         with pytest.raises(ValueError, match="is not an option of fp8 kernels"):
             bitexact.attention(q, k, v, preset="cudnn_sdpa_fp8_sm90", **option)
+    # beta and eps set a stabilized fp8 preset's rule; cuDNN's has none.
+    with pytest.raises(ValueError, match="^beta sets the stabilized softmax; it needs a stabilized preset"):
+        bitexact.attention(q, k, v, preset="cudnn_sdpa_fp8_sm90", beta=2.0)
     with pytest.raises(ValueError, match="takes bf16 Q, K and V"):
         bitexact.attention(q, k, v, preset="pytorch_sdpa_flash_sm90")

@@ -132,8 +132,11 @@ struct resolved_call {
   std::size_t head_count() const {
     return static_cast<std::size_t>(call.shape.batch) * static_cast<std::size_t>(call.shape.heads);
   }
-  // A GPU kernel on fp8 inputs: its Q, K and V are e4m3 or e5m2 bit patterns, its O e4m3.
+  // A GPU kernel on fp8 inputs: its Q, K and V are e4m3 or e5m2 bit patterns,
+  // its O as o_format() says (e4m3 for cuDNN's recipe, bf16 for FA2's).
   bool fp8() const { return kernel && is_fp8(kernel->inputs); }
+  // The format O is written in: the GPU kernel's o_rounding; bf16 for the paper's presets.
+  format o_format() const { return kernel ? kernel->o_format : bf16; }
 };
 
 namespace detail {
@@ -318,21 +321,42 @@ inline void forward(const resolved_call& r, std::span<const bfloat16> q, std::sp
   });
 }
 
-// Every head of a call on an fp8 kernel (resolved_call::fp8): q, k, v bit
-// patterns of the kernel's input format, laid out as forward's; o e4m3, lse fp32.
-inline void forward(const resolved_call& r, std::span<const std::uint8_t> q, std::span<const std::uint8_t> k,
-                    std::span<const std::uint8_t> v, std::span<float8_e4m3> o, std::span<float32> lse,
-                    const rows_done& progress = {}) {
+namespace detail {
+
+// Every head of an fp8 call, O written as Out.
+template <class Out>
+void forward_fp8(const resolved_call& r, std::span<const std::uint8_t> q, std::span<const std::uint8_t> k,
+                 std::span<const std::uint8_t> v, std::span<Out> o, std::span<float32> lse, const rows_done& progress) {
   if (!r.fp8())
     throw std::invalid_argument(r.call.model.name() + " takes bf16 Q, K and V, not fp8 bit patterns");
+  if (r.o_format() != Out::fmt)
+    throw std::invalid_argument("kernel " + r.call.model.name() + " writes O as " +
+                                std::string(name_of(r.o_format())) + ", not " + std::string(name_of(Out::fmt)));
   const std::size_t rows = static_cast<std::size_t>(r.head.query_rows);
   const std::size_t q_head = rows * static_cast<std::size_t>(r.head.head_dim);
   const std::size_t kv_head = static_cast<std::size_t>(r.head.key_rows) * static_cast<std::size_t>(r.head.head_dim);
-  detail::for_each_head(r, progress, [&](std::size_t h, unsigned threads, detail::rows_done_observer told) {
+  for_each_head(r, progress, [&](std::size_t h, unsigned threads, rows_done_observer told) {
     flash_forward_head(*r.kernel, r.head, q.subspan(h * q_head, q_head), k.subspan(h * kv_head, kv_head),
                        v.subspan(h * kv_head, kv_head), o.subspan(h * q_head, q_head), lse.subspan(h * rows, rows),
                        told, threads);
   });
+}
+
+}  // namespace detail
+
+// Every head of a call on an fp8 kernel (resolved_call::fp8): q, k, v bit
+// patterns of the kernel's input format, laid out as forward's; o in the
+// kernel's o_format (e4m3 here, bf16 below: resolved_call::o_format), lse fp32.
+inline void forward(const resolved_call& r, std::span<const std::uint8_t> q, std::span<const std::uint8_t> k,
+                    std::span<const std::uint8_t> v, std::span<float8_e4m3> o, std::span<float32> lse,
+                    const rows_done& progress = {}) {
+  detail::forward_fp8(r, q, k, v, o, lse, progress);
+}
+
+inline void forward(const resolved_call& r, std::span<const std::uint8_t> q, std::span<const std::uint8_t> k,
+                    std::span<const std::uint8_t> v, std::span<bfloat16> o, std::span<float32> lse,
+                    const rows_done& progress = {}) {
+  detail::forward_fp8(r, q, k, v, o, lse, progress);
 }
 
 inline void forward_fp64(const resolved_call& r, std::span<const bfloat16> q, std::span<const bfloat16> k,

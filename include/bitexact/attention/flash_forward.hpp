@@ -1,6 +1,7 @@
 // The flash-attention forward pass (FlashAttention-2 and the kernels its
 // description fields express: bf16 in, or fp8 (e4m3/e5m2) on the fp8 tensor
-// core as cuDNN's fp8 kernel; fp32 accumulate) emulated from the hardware
+// core as cuDNN's fp8 kernel or as FA2's arithmetic with fp8 P-bar (bitexact's
+// FP8 kernel); fp32 accumulate) emulated from the hardware
 // models: tensor-core steps for Q K^T
 // and P V, MUFU.EX2 for the exponentials, fp32 ALU operations for everything
 // between, in the order and with the roundings of the kernel it reproduces.
@@ -15,6 +16,8 @@
 //   l_t  += P, four partial sums per row (one per thread of a quad)
 //   O     = O + bf16(P) V, a chain of fused tensor-core steps over the keys
 // then l = (l_0 + l_2) + (l_1 + l_3), O = RN(O * RN(1 / l)), L = m * scale + log(l).
+// FA2's fp8 recipe (p_scaling multiply) takes P V's P as e4m3(RN(P * scale_s)),
+// on the fp8 unit, and O = RN(O * RN(RN(1 / l) * o_scale)); l sums the fp32 P.
 // With split-KV, each split runs this over its own blocks and writes O and L
 // in fp32; the combine kernel merges them (combine_splits below).
 #pragma once
@@ -74,7 +77,10 @@ struct output_block_event {
 struct row_end_event {
   int row = 0, split = 0;
   float32 sum{};      // the row sum, the four partial sums reduced
-  float32 inverse{};  // RN(1 / sum), or 1 when the sum is 0 or NaN
+  // What O is multiplied by: RN(1 / sum), or 1 when the sum is 0 or NaN; an
+  // fp8 kernel's is that times o_scale (RN(RN(1 / sum) * o_scale), or cuDNN's
+  // rcp(sum) times it), the divisor under div.full.f32
+  float32 inverse{};
   float32 lse{};      // L of the split
   std::span<const float32> o;  // [head_dim], O times inverse
 };
@@ -465,6 +471,8 @@ class row_slab {
     if (kernel_.normalize == normalization::reciprocal_then_multiply) {
       const bool degenerate = to_host(sum) == 0.0f || sum.is_nan();
       if (!degenerate) inverse = div(from_host(1.0f), sum, ptx::gpu_environment()).result;
+      // FA2's fp8 recipe: O's scale joins the reciprocal, RN(RN(1 / l) * o_scale) (times 1 changes no bit).
+      if (is_fp8(kernel_.inputs)) inverse = ptx::mul_f32(inverse, kernel_.o_scale);
       for (int c = 0; c < d_; ++c) o_row[static_cast<std::size_t>(c)] = ptx::mul_f32(acc[c], inverse);
     } else if (kernel_.normalize == normalization::rcp_approx_then_multiply) {
       inverse = to_host(sum) == 0.0f ? float32::zero() : ptx::rcp_approx_ftz(sum, tables_);
@@ -559,15 +567,23 @@ class row_slab {
       row_p[j] = exponent_argument(kernel_, s[j], max_scaled);
       ptx::prefetch_ex2(row_p[j], tables_);
     }
+    const bool fp8 = head_.fp8 != bf16;
+    float8_e4m3* p8 = fp8 ? p8_.data() + ur * bn : nullptr;
     for (std::size_t j = 0; j < bn; ++j) {
       row_p[j] = ex2(row_p[j]);
+      if (fp8) {
+        p8[j] = fp8_p(row_p[j]);  // P V's A, row-major; the sums below take the fp32 P
+        continue;
+      }
       row_p_bf16_[j] = ptx::cvt_rn_bf16_f32(row_p[j]);
       p[(j / 16) * 256 + ur * 16 + j % 16] = row_p_bf16_[j];  // A tiles of P V
     }
     if (sinks_ != nullptr && sinks_->softmax && row < shape.query_rows)  // not the slab's padding rows
       sinks_->softmax(softmax_block_event{row, split_, block, merged.block_max, m,
                                           first ? std::nullopt : std::optional<float32>(alpha), merged.ties,
-                                          std::span<const float32>(s, bn), row_p, row_p_bf16_, {}});
+                                          std::span<const float32>(s, bn), row_p,
+                                          fp8 ? std::span<const bfloat16>() : std::span<const bfloat16>(row_p_bf16_),
+                                          fp8 ? std::span<const float8_e4m3>(p8, bn) : std::span<const float8_e4m3>()});
     // Thread t of the quad holds columns 8 nj + 2 t + {0, 1}, added in that
     // order. On later blocks nvcc contracts the rescale of the running sum
     // with the first addition: FFMA(alpha, sum, p_first) (SASS of both kernels).
@@ -624,7 +640,7 @@ class row_slab {
     for (std::size_t j = 0; j < bn; ++j) {
       row_p[j] = ex2(row_p[j]);
       if (fp8) {
-        p8[j] = ptx::cvt_rn_satfinite_e4m3_f32(row_p[j]);  // P V's A, row-major
+        p8[j] = fp8_p(row_p[j]);  // P V's A, row-major
         continue;
       }
       row_p_bf16_[j] = ptx::cvt_rn_bf16_f32(row_p[j]);
@@ -665,6 +681,14 @@ class row_slab {
         sums[0] = fma(sums[0], alpha, block_sum);
       }
     }
+  }
+
+  // P as an fp8 kernel's P V takes it: cvt.rn.satfinite.e4m3x2.f32 of P, times
+  // scale_s first (RN(P * scale_s)) under p_scaling multiply; lg2_offset has put
+  // scale_s into the exponent already.
+  float8_e4m3 fp8_p(float32 p) const {
+    return ptx::cvt_rn_satfinite_e4m3_f32(kernel_.p_scale_rule == p_scaling::multiply ? ptx::mul_f32(p, kernel_.p_scale)
+                                                                                      : p);
   }
 
   // The fp32 operations of the exponent-units path, .ftz when the kernel's are.
@@ -718,7 +742,11 @@ class row_slab {
 
   // P V on the fp8 tensor core: per output a chain over the block's keys of
   // the row's e4m3 P (p8_) and V's column, from RN(O * alpha) as C
-  // (pv_accumulation c_operand) or from +0 and then added.
+  // (pv_accumulation c_operand) or from +0 and then added. The keys go in
+  // their order, 32 a step; a kernel that permutes them within each group of
+  // 32 (bitexact's FP8 kernel, for its register layout) has the same bits: a
+  // step sums its products exactly before its one truncation and rounding,
+  // whatever their order (fused_multiply_add_step).
   void accumulate_pv_fp8(int block) {
     const std::size_t bn = static_cast<std::size_t>(kernel_.block_n), d = static_cast<std::size_t>(d_);
     const std::size_t first_key = static_cast<std::size_t>(block) * bn;
@@ -866,14 +894,19 @@ void run_slab(const flash_kernel& kernel, const head_operands& head, int row0, s
 
 // One head's spans against its shape, and the tiles against the tensor-core
 // steps they are cut into: std::invalid_argument naming what was expected.
-// fp8_operands: whether the caller passed fp8 bit patterns (else bf16).
+// fp8_operands: whether the caller passed fp8 bit patterns (else bf16);
+// o_written: the format of the caller's O.
 inline void check_head(const flash_kernel& kernel, const attention_shape& shape, std::size_t q, std::size_t k,
-                       std::size_t v, std::size_t o, std::size_t lse, bool fp8_operands = false) {
+                       std::size_t v, std::size_t o, std::size_t lse, bool fp8_operands = false,
+                       format o_written = bf16) {
   const auto fail = [](const std::string& what) { throw std::invalid_argument("flash_forward_head: " + what); };
   check_arithmetic(kernel);
   if (fp8_operands != is_fp8(kernel.inputs))
     fail("the kernel takes " + std::string(name_of(kernel.inputs)) + " Q, K and V, not " +
          (fp8_operands ? "fp8 bit patterns" : "bf16"));
+  if (o_written != kernel.o_format)
+    fail("the kernel writes O as " + std::string(name_of(kernel.o_format)) + " (its o_rounding), not " +
+         std::string(name_of(o_written)));
   if (shape.query_rows < 1 || shape.key_rows < 1 || shape.head_dim < 16 || shape.head_dim % 16 != 0)
     fail("a head needs at least one query row and one key, and a head dim that is a multiple of 16");
   if (kernel.block_n < 16 || kernel.block_n % 16 != 0 || kernel.block_m < 16 || kernel.block_m % 16 != 0 ||
@@ -924,22 +957,43 @@ void flash_forward_head(const flash_kernel& kernel, const attention_shape& shape
   });
 }
 
+namespace detail {
+
+// One head of an fp8 kernel, O written as Out (the kernel's o_format).
+template <class Out, class O>
+void fp8_forward_head(const flash_kernel& kernel, const attention_shape& shape, std::span<const std::uint8_t> q,
+                      std::span<const std::uint8_t> k, std::span<const std::uint8_t> v, std::span<Out> o,
+                      std::span<float32> lse, O& obs, unsigned threads) {
+  check_head(kernel, shape, q.size(), k.size(), v.size(), o.size(), lse.size(), true, Out::fmt);
+  const event_sinks sinks = sinks_for(obs);
+  const head_operands head(shape, kernel.block_n, kernel.inputs, q, k, v);
+  const auto slabs = static_cast<std::size_t>((shape.query_rows + 15) / 16);
+  for_each_index(slabs, sinks.any() ? 1 : threads, [&](std::size_t slab) {
+    const int row0 = static_cast<int>(slab) * 16;
+    run_slab(kernel, head, row0, o, lse, sinks.any() ? &sinks : nullptr);
+    report(obs, rows_done_event{row0, std::min(16, shape.query_rows - row0)});
+  });
+}
+
+}  // namespace detail
+
 // One head of an fp8 kernel (kernel.inputs e4m3 or e5m2): q, k and v bit
-// patterns of that format, laid out as the bf16 overload's; writes o (e4m3,
-// kernel.o_format) and lse. The same slabs, threads and observers as above.
+// patterns of that format, laid out as the bf16 overload's; writes o in the
+// kernel's o_format (e4m3 here: cuDNN's recipe; the bf16 overload below: FA2's
+// fp8 recipe; another is refused) and lse. The same slabs, threads and
+// observers as above.
 template <class O = no_observer>
 void flash_forward_head(const flash_kernel& kernel, const attention_shape& shape, std::span<const std::uint8_t> q,
                         std::span<const std::uint8_t> k, std::span<const std::uint8_t> v, std::span<float8_e4m3> o,
                         std::span<float32> lse, O&& obs = {}, unsigned threads = 0) {
-  detail::check_head(kernel, shape, q.size(), k.size(), v.size(), o.size(), lse.size(), true);
-  const detail::event_sinks sinks = detail::sinks_for(obs);
-  const detail::head_operands head(shape, kernel.block_n, kernel.inputs, q, k, v);
-  const auto slabs = static_cast<std::size_t>((shape.query_rows + 15) / 16);
-  for_each_index(slabs, sinks.any() ? 1 : threads, [&](std::size_t slab) {
-    const int row0 = static_cast<int>(slab) * 16;
-    detail::run_slab(kernel, head, row0, o, lse, sinks.any() ? &sinks : nullptr);
-    report(obs, rows_done_event{row0, std::min(16, shape.query_rows - row0)});
-  });
+  detail::fp8_forward_head(kernel, shape, q, k, v, o, lse, obs, threads);
+}
+
+template <class O = no_observer>
+void flash_forward_head(const flash_kernel& kernel, const attention_shape& shape, std::span<const std::uint8_t> q,
+                        std::span<const std::uint8_t> k, std::span<const std::uint8_t> v, std::span<bfloat16> o,
+                        std::span<float32> lse, O&& obs = {}, unsigned threads = 0) {
+  detail::fp8_forward_head(kernel, shape, q, k, v, o, lse, obs, threads);
 }
 
 // S = Q K^T of one head as the kernel's tensor-core steps compute it, before

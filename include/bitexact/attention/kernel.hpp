@@ -109,6 +109,13 @@ enum class p_scaling {
   // out (row_sum thread_block_sums_descaled_fma), O's descale_s undoes it in
   // P V. cuDNN's fp8 kernel (SASS: FADD of the constant bank's lg2).
   lg2_offset,
+  // P-bar = cvt(RN(P * scale_s)): FA2's P (max_units scores) times the call's
+  // scale_s in one FMUL before its fp8 conversion, so that the row max's P of 1
+  // is stored as scale_s (256 by default: P down to 2^-18 survives e4m3, and a
+  // power of two changes no bit otherwise); l sums the unscaled P, and
+  // descale_s undoes scale_s in O's factor (o_scale). bitexact's FP8 flash
+  // kernel (cuda/attention).
+  multiply,
 };
 
 // How the rescaled O meets a block's P V.
@@ -169,20 +176,21 @@ struct flash_kernel {
   bool lse_natural_units = true;  // max_plus_log2f: multiplied by RN(ln 2) after (FlexAttention's wrapper)
   // The exponent-units path's fp32 operations flush subnormals (.ftz, cuDNN's generated kernels).
   bool alu_ftz = false;
-  float32 scale{};       // natural-log units
+  float32 scale{};       // natural-log units; FA2's fp8 recipe: with descale_q and descale_k in it (resolve)
   float32 scale_log2{};  // scale_placement::exponent: RN(scale * log2(e)), the exponent's scale
   float32 log2_e = from_host(1.44269504f);  // scale_placement::scores: the second multiply's constant
   std::optional<stabilized_max> stabilize;  // the paper's Algorithm 3; FA2 arithmetic only
   causal_alignment causal = causal_alignment::bottom_right;
   // Q, K and V: bf16, or e4m3 or e5m2 (all three one format) on an fp8 tensor
-  // core, their descales folded into scale_log2 (resolve) and o_scale.
+  // core, their descales folded into the scores' scale (resolve) and o_scale.
   format inputs = bf16;
   // What P V takes P as: bf16 (cvt.rn.bf16.f32) or e4m3
   // (cvt.rn.satfinite.e4m3x2.f32, ptx::cvt_rn_satfinite_e4m3_f32).
   format p_format = bf16;
   p_scaling p_scale_rule = p_scaling::none;
   pv_accumulation pv = pv_accumulation::c_operand;
-  // O as written: bf16 (cvt.rn), or e4m3 (cvt.rn.satfinite of O times o_scale).
+  // O as written: bf16 (cvt.rn), or e4m3 (cvt.rn.satfinite); an fp8 kernel's
+  // O is multiplied by o_scale first, inside its factor RN(1 / l) or rcp(l).
   format o_format = bf16;
   // The call's, set by resolve() (fp8 kernels; 1 otherwise): scale_s, the
   // scale P is stored with, and o_scale = RN(RN(descale_s * descale_v) * scale_o).
@@ -203,9 +211,58 @@ inline bool has_flash2_arithmetic(const flash_kernel& kernel) {
          kernel.lse == lse_formula::flash2 && kernel.inputs == bf16;
 }
 
-// The formats and the fp8 recipe: bf16 kernels as before, fp8 ones only as
-// cuDNN's fp8 kernel computes (the one captured); std::invalid_argument naming
-// the first field that is not.
+namespace detail {
+
+// cuDNN's fp8 recipe (max_units exponent), field by field (cuda/capture/README.md); no capture shows another.
+inline void check_cudnn_fp8_recipe(const flash_kernel& kernel) {
+  const auto refuse = [](const std::string& what) { throw std::invalid_argument("kernel: " + what); };
+  const std::string fp8 = "with " + std::string(name_of(kernel.inputs)) + " inputs and max_units exponent ";
+  if (kernel.p_format != e4m3) refuse("p_rounding must be cvt.rn.satfinite.e4m3x2.f32 " + fp8 + "(cuDNN's fp8 recipe)");
+  if (kernel.o_format != e4m3) refuse("o_rounding must be cvt.rn.satfinite.e4m3x2.f32 " + fp8 + "(cuDNN's fp8 O on sm_90)");
+  if (kernel.p_scale_rule != p_scaling::lg2_offset) refuse("p_scale must be lg2_offset " + fp8 + "(cuDNN's fp8 recipe)");
+  if (kernel.row_sum != row_sum_rule::thread_block_sums_descaled_fma)
+    refuse("row_sum must be thread_block_sums_descaled_fma " + fp8 + "(it undoes p_scale)");
+  if (kernel.placement != scale_placement::exponent)
+    refuse("scale_placement must be exponent " + fp8 + "(the descales fold into the exponent's scale)");
+  if (kernel.normalize != normalization::rcp_approx_then_multiply)
+    refuse("normalization must be rcp.approx.ftz.f32 " + fp8 + "(o_scale enters with the reciprocal)");
+  if (kernel.lse != lse_formula::max_ln2_plus_lg2_ln2)
+    refuse("lse_formula must be max_ln2_plus_lg2_ln2 " + fp8 + "(cuDNN's fp8 recipe)");
+  // A subnormal P is 0 in e4m3, and the .ftz sums and products flush it: FTZ on the exponential shows nowhere.
+  if (kernel.exponential != exponential_unit::ex2_approx_ftz_f32)
+    refuse("exponential ex2.approx.f32 gives the bits of ex2.approx.ftz.f32 " + fp8 +
+           "(a subnormal P is 0 in e4m3 and flushed by the .ftz sums): write ex2.approx.ftz.f32");
+}
+
+// bitexact's FP8 flash kernel (max_units scores): FA2's arithmetic throughout,
+// P-bar = e4m3(RN(P * scale_s)), P V on the fp8 unit with RN(O alpha) as C,
+// O = bf16(RN(O * RN(RN(1 / l) * o_scale))) (cuda/attention, docs/attention.md).
+inline void check_flash2_fp8_recipe(const flash_kernel& kernel) {
+  const auto refuse = [](const std::string& what) { throw std::invalid_argument("kernel: " + what); };
+  const std::string fp8 = "with " + std::string(name_of(kernel.inputs)) + " inputs and max_units scores ";
+  if (kernel.p_format != e4m3)
+    refuse("p_rounding must be cvt.rn.satfinite.e4m3x2.f32 " + fp8 + "(P V's A on the fp8 tensor core)");
+  if (kernel.p_scale_rule != p_scaling::multiply)
+    refuse("p_scale must be multiply " + fp8 + "(FA2's fp8 recipe: P-bar = cvt(RN(P * scale_s)))");
+  if (kernel.o_format != bf16) refuse("o_rounding must be cvt.rn.bf16.f32 " + fp8 + "(FA2's fp8 recipe writes bf16 O)");
+  // pv_accumulation: c_operand (our kernel, RN(O alpha) is C of P V's first step) or fp32_add (each
+  // block's P V from +0, then one FADD: the promotion that keeps O's running sum out of the fp8 unit's
+  // 13-bit window, docs/rounding-bias.md), both computed.
+  if (kernel.row_sum != row_sum_rule::thread_partials_across_blocks)
+    refuse("row_sum must be thread_partials_across_blocks " + fp8 + "(FA2's, of the unscaled P)");
+  if (kernel.normalize != normalization::reciprocal_then_multiply)
+    refuse("normalization must be reciprocal_then_multiply " + fp8 + "(o_scale joins RN(1 / l))");
+  if (kernel.lse != lse_formula::flash2) refuse("lse_formula must be flash2 " + fp8 + "(FA2's fp8 recipe)");
+  if (kernel.exponential != exponential_unit::ex2_approx_f32)
+    refuse("exponential must be ex2.approx.f32 " + fp8 + "(FA2's exp2f)");
+}
+
+}  // namespace detail
+
+// The formats and the two fp8 recipes: bf16 kernels as before; fp8 ones as
+// cuDNN's fp8 kernel computes (max_units exponent, the one captured) or as
+// bitexact's FP8 flash kernel does (max_units scores: FA2's arithmetic);
+// std::invalid_argument naming the first field that is neither.
 inline void check_precision_fields(const flash_kernel& kernel) {
   const auto refuse = [](const std::string& what) { throw std::invalid_argument("kernel: " + what); };
   const tensor_core_instruction* unit = tensor_core_instruction_of(kernel.tensor_core);
@@ -218,28 +275,15 @@ inline void check_precision_fields(const flash_kernel& kernel) {
   if (kernel.inputs == bf16) {
     if (kernel.p_format != bf16) refuse("p_rounding to e4m3 needs fp8 inputs (bf16 inputs take P as bf16)");
     if (kernel.o_format != bf16) refuse("o_rounding to e4m3 needs fp8 inputs");
-    if (kernel.p_scale_rule != p_scaling::none) refuse("p_scale lg2_offset is modelled with fp8 inputs only");
+    if (kernel.p_scale_rule != p_scaling::none)
+      refuse(std::string("p_scale ") + (kernel.p_scale_rule == p_scaling::lg2_offset ? "lg2_offset" : "multiply") +
+             " is modelled with fp8 inputs only");
     if (kernel.row_sum == row_sum_rule::thread_block_sums_descaled_fma)
       refuse("row_sum thread_block_sums_descaled_fma goes with p_scale lg2_offset (fp8 inputs)");
     return;
   }
-  // fp8: cuDNN's recipe, field by field (cuda/capture/README.md); no other capture shows another.
-  const std::string fp8 = "with " + std::string(name_of(kernel.inputs)) + " inputs ";
-  if (kernel.p_format != e4m3) refuse("p_rounding must be cvt.rn.satfinite.e4m3x2.f32 " + fp8 + "(the one modelled)");
-  if (kernel.o_format != e4m3) refuse("o_rounding must be cvt.rn.satfinite.e4m3x2.f32 " + fp8 + "(cuDNN's fp8 O on sm_90)");
-  if (kernel.p_scale_rule != p_scaling::lg2_offset) refuse("p_scale must be lg2_offset " + fp8 + "(the one modelled)");
-  if (kernel.row_sum != row_sum_rule::thread_block_sums_descaled_fma)
-    refuse("row_sum must be thread_block_sums_descaled_fma " + fp8 + "(it undoes p_scale)");
-  if (kernel.max_in != max_units::exponent || kernel.placement != scale_placement::exponent)
-    refuse("max_units and scale_placement must be exponent " + fp8 + "(the descales fold into the exponent's scale)");
-  if (kernel.normalize != normalization::rcp_approx_then_multiply)
-    refuse("normalization must be rcp.approx.ftz.f32 " + fp8 + "(o_scale enters with the reciprocal)");
-  if (kernel.lse != lse_formula::max_ln2_plus_lg2_ln2)
-    refuse("lse_formula must be max_ln2_plus_lg2_ln2 " + fp8 + "(the one modelled)");
-  // A subnormal P is 0 in e4m3, and the .ftz sums and products flush it: FTZ on the exponential shows nowhere.
-  if (kernel.exponential != exponential_unit::ex2_approx_ftz_f32)
-    refuse("exponential ex2.approx.f32 gives the bits of ex2.approx.ftz.f32 " + fp8 +
-           "(a subnormal P is 0 in e4m3 and flushed by the .ftz sums): write ex2.approx.ftz.f32");
+  if (kernel.max_in == max_units::exponent) detail::check_cudnn_fp8_recipe(kernel);
+  else detail::check_flash2_fp8_recipe(kernel);
 }
 
 // The combinations of a flash_kernel's arithmetic fields the emulator
@@ -281,6 +325,8 @@ inline void check_tiles(const flash_kernel& kernel) {
     refuse("row_sum warp_slices_then_add needs block_n a multiple of 32");
   if (kernel.splits > 1 && (kernel.order != block_order::last_to_first || kernel.max_in == max_units::exponent))
     refuse("split-KV (splits > 1) is FA2's path: block_order last_to_first, max_units scores");
+  if (kernel.splits > 1 && is_fp8(kernel.inputs))
+    refuse("split-KV (splits > 1) is modelled for bf16 inputs only (its combine kernel writes bf16 O from bf16 P V)");
   // The block mask's lists decide which K/V blocks a row visits: a thread
   // block of fewer rows than the mask's block would change no bit.
   if (kernel.order == block_order::mask_partial_then_full &&
@@ -328,7 +374,10 @@ inline int split_count_heuristic(int row_blocks, int slots, int key_blocks, int 
 
 // How the exponent's scale c = scale * log2(e) is rounded to float.
 enum class scale_log2_source {
-  float_scale,    // RN(float scale * log2(e) in double) (FA2's set_params_fprop)
+  // RN(float scale * log2(e) in double) (FA2's set_params_fprop); fp8 inputs (FA2's recipe,
+  // max_units scores): the float scale is first scale' = RN(RN(scale * descale_q) * descale_k),
+  // which is then the kernel's scale throughout (L, the stabilized rule's tie test)
+  float_scale,
   double_scale,   // RN(double scale * log2(e)) (a Triton launcher: scale * 1.4426950408889634 as a float argument)
   // RN(float scale * RN(log2 e)), one FMUL on the GPU (cuDNN's generated kernels); fp8 inputs:
   // RN(RN(RN(descale_q * scale) * descale_k) * RN(log2 e)) (cuDNN's fp8 kernel, the order of the
@@ -357,6 +406,22 @@ struct kernel_description {
   int min_query_rows = 1;  // flash2_heuristic: the split kernel's tiles, by head dim
   flash_kernel arithmetic;
 };
+
+// fp8 inputs fold their descales into the scores' scale, each recipe its own
+// way: cuDNN's (max_units exponent) into c on the GPU (float_product), FA2's
+// (max_units scores) into the float scale, c then from it (float_scale). Why a
+// description's scale_log2_from is not its recipe's, or none; a bf16
+// description takes any.
+inline std::optional<std::string> fp8_scale_source_refusal(const flash_kernel& arithmetic, scale_log2_source from) {
+  if (!is_fp8(arithmetic.inputs) || arithmetic.placement != scale_placement::exponent) return std::nullopt;
+  if (arithmetic.max_in == max_units::exponent && from != scale_log2_source::float_product)
+    return "fp8 inputs with max_units exponent (cuDNN's recipe) fold their descales into the exponent's scale as "
+           "float_product does; write float_product";
+  if (arithmetic.max_in == max_units::scores && from != scale_log2_source::float_scale)
+    return "fp8 inputs with max_units scores (FA2's recipe) fold their descales into the float scale, and c comes "
+           "from it as FA2's float_scale; write float_scale";
+  return std::nullopt;
+}
 
 // The per-tensor scale factors of an fp8 call, as cuDNN's sdpa_fp8 takes them
 // (Transformer Engine's recipe): Q, K and V hold x / descale_x; P is stored
@@ -417,27 +482,32 @@ inline flash_kernel resolve(const kernel_description& description, const attenti
                                 std::to_string(description.min_query_rows) + " query rows or more, not " +
                                 std::to_string(shape.query_rows) + " (min_query_rows)");
   flash_kernel kernel = description.arithmetic;
-  const double scale = call.scale ? *call.scale : 1.0 / std::sqrt(static_cast<double>(shape.head_dim));
-  kernel.scale = from_host(static_cast<float>(scale));
-  switch (description.scale_log2_from) {
-    case scale_log2_source::float_scale: kernel.scale_log2 = softmax_scale_log2(kernel.scale); break;
-    case scale_log2_source::double_scale: kernel.scale_log2 = from_host(static_cast<float>(scale * 1.4426950408889634)); break;
-    case scale_log2_source::float_product: {
-      float32 folded = kernel.scale;
-      if (is_fp8(kernel.inputs))
-        folded = ptx::mul_f32(ptx::mul_f32(call.fp8.descale_q, folded), call.fp8.descale_k);
-      kernel.scale_log2 = ptx::mul_f32(folded, float32::from_bits(0x3FB8AA3Bu));
-      break;
-    }
-  }
-  if (is_fp8(kernel.inputs)) {
+  const bool fp8 = is_fp8(kernel.inputs);
+  if (fp8) {
     if (const auto bad = bad_fp8_scale(call.fp8))
       throw std::invalid_argument("kernel " + description.name + ": " + std::string(fp8_scale_names[*bad]) + " " +
                                   std::to_string(to_host(call.fp8.*fp8_scale_fields[*bad])) +
                                   " is not a positive finite number");
-    if (description.scale_log2_from != scale_log2_source::float_product)
-      throw std::invalid_argument("kernel " + description.name + ": fp8 inputs fold their descales into the "
-                                  "exponent's scale as scale_log2_from float_product does; write float_product");
+    if (const auto refusal = fp8_scale_source_refusal(kernel, description.scale_log2_from))
+      throw std::invalid_argument("kernel " + description.name + ": " + *refusal);
+  }
+  const double scale = call.scale ? *call.scale : 1.0 / std::sqrt(static_cast<double>(shape.head_dim));
+  kernel.scale = from_host(static_cast<float>(scale));
+  switch (description.scale_log2_from) {
+    case scale_log2_source::float_scale:
+      // FA2's fp8 recipe: scale' = RN(RN(scale * descale_q) * descale_k) is the scale from here on.
+      if (fp8) kernel.scale = ptx::mul_f32(ptx::mul_f32(kernel.scale, call.fp8.descale_q), call.fp8.descale_k);
+      kernel.scale_log2 = softmax_scale_log2(kernel.scale);
+      break;
+    case scale_log2_source::double_scale: kernel.scale_log2 = from_host(static_cast<float>(scale * 1.4426950408889634)); break;
+    case scale_log2_source::float_product: {
+      float32 folded = kernel.scale;
+      if (fp8) folded = ptx::mul_f32(ptx::mul_f32(call.fp8.descale_q, folded), call.fp8.descale_k);
+      kernel.scale_log2 = ptx::mul_f32(folded, float32::from_bits(0x3FB8AA3Bu));
+      break;
+    }
+  }
+  if (fp8) {
     kernel.p_scale = call.fp8.scale_s;
     kernel.o_scale = ptx::mul_f32(ptx::mul_f32(call.fp8.descale_s, call.fp8.descale_v), call.fp8.scale_o);
   } else {

@@ -67,7 +67,9 @@ inline const table<split_policy> split_policies{{"none", split_policy::none},
 // The conversions of P for P V and of O as written, by their PTX.
 inline const table<format> conversions{{"cvt.rn.bf16.f32", bf16}, {"cvt.rn.satfinite.e4m3x2.f32", e4m3}};
 inline const table<format> input_formats{{"bf16", bf16}, {"e4m3", e4m3}, {"e5m2", e5m2}};
-inline const table<p_scaling> p_scalings{{"none", p_scaling::none}, {"lg2_offset", p_scaling::lg2_offset}};
+inline const table<p_scaling> p_scalings{{"none", p_scaling::none},
+                                         {"lg2_offset", p_scaling::lg2_offset},
+                                         {"multiply", p_scaling::multiply}};
 inline const table<pv_accumulation> pv_accumulations{{"c_operand", pv_accumulation::c_operand},
                                                       {"fp32_add", pv_accumulation::fp32_add}};
 
@@ -179,14 +181,14 @@ inline kernel_description kernel_from_json(std::string_view text) {
     detail::description_error("lse_units", "lse_formula flash2 is in natural units");
   if (a.placement != scale_placement::scores && a.lse == lse_formula::max_over_log2e_plus_logf)
     detail::description_error("lse_formula", "max_over_log2e_plus_logf divides by log2_e: scale_placement scores");
-  if (is_fp8(a.inputs) && !scores_scaled && d.scale_log2_from != scale_log2_source::float_product)
-    detail::description_error("scale_log2_from", "fp8 inputs fold their descales into the exponent's scale as "
-                                                 "float_product does; write float_product");
   try {
     check_arithmetic_fields(a);
   } catch (const std::invalid_argument& e) {
     detail::description_error("", std::string(e.what()).substr(8));
   }
+  // After the fields' combinations: the recipe (max_units) decides which source is right.
+  if (const auto refusal = fp8_scale_source_refusal(a, d.scale_log2_from))
+    detail::description_error("scale_log2_from", *refusal);
   // Every tile against the arithmetic, as resolve() would give it.
   for (const auto* table : {&d.tiles, &d.split_tiles})
     for (const auto& [dim, tile] : *table) {

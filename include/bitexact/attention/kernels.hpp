@@ -185,6 +185,56 @@ inline kernel_description cudnn_sdpa_fp8_sm90_description() {
   return d;
 }
 
+// bitexact's FP8 flash-attention forward for Hopper (cuda/attention, its
+// wgmma structure with e4m3_operands): FA2's arithmetic (pytorch_sdpa_flash_sm90's
+// block order, 128-row blocks, max in raw score units, exp2f, thread partial row
+// sums, masking steps) on e4m3 Q, K and V, with the call's fp8 scales: scale' =
+// RN(RN(scale descale_q) descale_k) is the scale (c = RN(scale' log2 e) as FA2's
+// host code, L = FFMA(m, scale', ...)); S a chain of k32 steps of the fp8 unit
+// over d from +0; l sums the fp32 P; P-bar = e4m3 satfinite of RN(P scale_s)
+// (p_scaling multiply); P V a chain of k32 steps over the block's keys with
+// RN(O alpha) as C (the kernel permutes the keys within each group of 32 for its
+// registers: a k32 step's sum does not depend on its products' order, so no
+// field says so); O = bf16 of RN(O RN(RN(1 / l) o_scale)), o_scale =
+// RN(RN(descale_s descale_v) scale_o). Two choices of its own, which its
+// captures show (tests/data/flash_fp8, 0 mismatches; with PyTorch's they miss):
+// K/V blocks of 128 keys at d 128 too (e4m3_operands::key_block), and the
+// exponent as one FFMA(S, c, -RN(m c)) (softmax_block's Fused). No split-KV
+// path: the single kernel's tiles at any shape.
+inline kernel_description bitexact_flash_fp8_sm90_description() {
+  kernel_description d = pytorch_sdpa_flash_sm90_description();
+  d.name = "bitexact_flash_fp8_sm90";
+  d.summary = "bitexact's FP8 flash-attention forward for Hopper (cuda/attention, e4m3 Q K V, bf16 O), sm_90";
+  d.tiles.at(128).block_n = 128;
+  d.split = split_policy::none;
+  d.split_tiles.clear();
+  flash_kernel& a = d.arithmetic;
+  a.unfused_scale = false;
+  a.tensor_core = sm90_tensor_core_fp8;
+  a.inputs = e4m3;
+  a.p_format = e4m3;
+  a.p_scale_rule = p_scaling::multiply;
+  return d;
+}
+
+// The same with the paper's stabilized softmax (Algorithm 3) in each K/V block.
+inline kernel_description bitexact_flash_fp8_sm90_stabilized_description() {
+  kernel_description d = bitexact_flash_fp8_sm90_description();
+  d.name = "bitexact_flash_fp8_sm90_stabilized";
+  d.summary = "the same FP8 kernel with the paper's stabilized softmax (Algorithm 3) in each K/V block";
+  d.arithmetic.stabilize = pytorch_sdpa_flash_sm90_stabilized_description().arithmetic.stabilize;
+  return d;
+}
+
+// The rule on the row's largest score so far (stabilized_max::across_blocks).
+inline kernel_description bitexact_flash_fp8_sm90_stabilized_across_blocks_description() {
+  kernel_description d = bitexact_flash_fp8_sm90_description();
+  d.name = "bitexact_flash_fp8_sm90_stabilized_across_blocks";
+  d.summary = "the same FP8 kernel with the rule on the row's largest score so far (needs a positive scale)";
+  d.arithmetic.stabilize = pytorch_sdpa_flash_sm90_stabilized_across_blocks_description().arithmetic.stabilize;
+  return d;
+}
+
 // PyTorch's scaled_dot_product_attention flash backend on sm_90 for one call:
 // its description above resolved for the shape, with the
 // split count of its heuristic on the GPU. scale: the caller's, or PyTorch's default.
@@ -238,6 +288,11 @@ inline std::span<const preset> presets() {
       {"pytorch_sdpa_efficient_sm90", preset_kind::gpu_kernel, "", pytorch_sdpa_efficient_sm90_description},
       {"pytorch_sdpa_cudnn_sm90", preset_kind::gpu_kernel, "", pytorch_sdpa_cudnn_sm90_description},
       {"cudnn_sdpa_fp8_sm90", preset_kind::gpu_kernel, "", cudnn_sdpa_fp8_sm90_description},
+      {"bitexact_flash_fp8_sm90", preset_kind::gpu_kernel, "", bitexact_flash_fp8_sm90_description},
+      {"bitexact_flash_fp8_sm90_stabilized", preset_kind::gpu_kernel, "",
+       bitexact_flash_fp8_sm90_stabilized_description},
+      {"bitexact_flash_fp8_sm90_stabilized_across_blocks", preset_kind::gpu_kernel, "",
+       bitexact_flash_fp8_sm90_stabilized_across_blocks_description},
       {"paper_reference", preset_kind::paper_reference,
        "the paper's own flash attention in PyTorch (attention.py, 512 x 512 tiles, under bf16 autocast as its "
        "train.py runs it; not a GPU kernel's bits)"},

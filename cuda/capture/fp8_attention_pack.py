@@ -1,25 +1,30 @@
 #!/usr/bin/env python3
-"""cudnn_fp8_sdpa_probe.py's captures for the library: cut into tests/data, or replayed whole through
-`bitexact attention --preset cudnn_sdpa_fp8_sm90`. Needs NumPy.
+"""FP8 attention captures for the library, cuDNN's (cuda/capture/cudnn_fp8_sdpa_probe.py) and our FP8
+kernel's (cuda/attention/capture_flash_fp8.py): cut into tests/data, or replayed whole through
+`bitexact attention --preset PRESET`, each case's preset from its facts (cuDNN's: cudnn_sdpa_fp8_sm90).
+Needs NumPy.
 
-    python3 cuda/capture/cudnn_fp8_sdpa_pack.py pack DEST SPEC [SPEC ...]
-    python3 cuda/capture/cudnn_fp8_sdpa_pack.py replay BITEXACT OUTDIR [OUTDIR ...]
+    python3 cuda/capture/fp8_attention_pack.py pack DEST SPEC [SPEC ...]
+    python3 cuda/capture/fp8_attention_pack.py replay BITEXACT OUTDIR [OUTDIR ...]
 
 SPEC is PROBE_OUTDIR:CASE:HEAD:FIRST:ROWS, one head of one case of a probe's probe.npz. Rows of the
 recipe are independent of each other (each keeps its own max, sums and acc), so a case keeps ROWS query
 rows from FIRST with every key, the call then being ROWS queries against N keys; a causal case (top-left)
 keeps rows and keys 0 to ROWS - 1, whose rows see only those keys, the blocks past them masked for them.
-pack writes DEST/NAME/{q,k,v,o}.npy (uint8 e4m3 bit patterns, [rows, d]) and stats.npy (float32 [rows])
-and DEST/MANIFEST: per case a line
+pack writes DEST/NAME/{q,k,v}.npy (uint8 e4m3 bit patterns, [rows, d]), o.npy (uint8 e4m3 or uint16
+bf16, as captured) and stats.npy (float32 [rows]) and DEST/MANIFEST: per case a line
 
-    case NAME QUERY_ROWS KEY_ROWS HEAD_DIM CAUSAL DESCALE_Q DESCALE_K DESCALE_V DESCALE_S SCALE_S SCALE_O
+    case NAME QUERY_ROWS KEY_ROWS HEAD_DIM CAUSAL DESCALE_Q DESCALE_K DESCALE_V DESCALE_S SCALE_S SCALE_O PRESET
 
 the scales as float32 bit patterns in hex, a "# from" line naming the capture, and "file FNV1A64 PATH"
-per file (the project's FNV-1a 64, include/bitexact/core/checksum.hpp).
+per file (the project's FNV-1a 64, include/bitexact/core/checksum.hpp). The rows of both recipes are
+independent of each other, but under the causal mask FA2's masking steps (our kernel's) also depend on
+whether N is a multiple of the blocks: a causal cut keeps that as the capture had it.
 
 replay writes every case of each probe OUTDIR as [1, H, N, d] files into a temporary folder and runs
 BITEXACT (the command) on it with --expect-o and --expect-lse, and totals what it prints.
 """
+import glob
 import json
 import os
 import re
@@ -38,7 +43,15 @@ SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_
 
 
 def load(outdir):
-    return np.load(os.path.join(outdir, "probe.npz")), json.load(open(os.path.join(outdir, "facts.json")))
+    """Every probe*.npz of outdir as one mapping, and its facts.json."""
+    arrays = {}
+    for path in sorted(glob.glob(os.path.join(outdir, "probe*.npz"))):
+        arrays.update(np.load(path))
+    return arrays, json.load(open(os.path.join(outdir, "facts.json")))
+
+
+def preset_of(case):
+    return case.get("preset", "cudnn_sdpa_fp8_sm90")
 
 
 def case_facts(facts, name):
@@ -54,11 +67,12 @@ def f32_hex(x):
 
 def pack(dest, specs):
     os.makedirs(dest, exist_ok=True)
-    lines = ["# cuDNN 9.19's fp8 SDPA forward (cudnn-frontend 1.32's sdpa_fp8), one head of a probe case per folder,",
-             "# rows cut as cuda/capture/cudnn_fp8_sdpa_pack.py says (cuda/capture/cudnn_fp8_sdpa_probe.py).",
-             "# GPU NVIDIA H100 80GB HBM3 (sm_90, 132 SMs), driver 580.159.04, CUDA 13.0, torch 2.11.0+cu130.",
+    facts = load(specs[0].rsplit(":", 4)[0])[1]
+    lines = ["# FP8 attention captures, one head of a capture's case per folder, rows cut as",
+             "# cuda/capture/fp8_attention_pack.py says.",
+             f"# GPU {facts.get('gpu', '?')}, CUDA {facts.get('cuda', '?')}, torch {facts.get('torch', '?')}.",
              "# case NAME QUERY_ROWS KEY_ROWS HEAD_DIM CAUSAL " + " ".join(s.upper() for s in SCALES) +
-             " (float32 bits)",
+             " (float32 bits) PRESET",
              "# file FNV1A64 PATH"]
     for spec in specs:
         outdir, case, head, first, rows = spec.rsplit(":", 4)
@@ -76,8 +90,8 @@ def pack(dest, specs):
         name = f"{case}_n{n}_h{head}_rows{first}-{first + rows - 1}"
         os.makedirs(os.path.join(dest, name), exist_ok=True)
         scales = " ".join(f32_hex(arrays[f"{case}/{s}"]) for s in SCALES)
-        lines.append(f"case {name} {q.shape[0]} {k.shape[0]} {d} {int(c['causal'])} {scales}")
-        lines.append(f"# from {os.path.basename(os.path.normpath(outdir))} case {case} (N {n}, B 1, H 2) head {head}")
+        lines.append(f"case {name} {q.shape[0]} {k.shape[0]} {d} {int(c['causal'])} {scales} {preset_of(c)}")
+        lines.append(f"# from {os.path.basename(os.path.normpath(outdir))} case {case} (N {n}, B 1) head {head}")
         for x, array in (("q", q), ("k", k), ("v", v), ("o", o), ("stats", stats)):
             path = os.path.join(dest, name, f"{x}.npy")
             np.save(path, np.ascontiguousarray(array))
@@ -100,7 +114,7 @@ def replay(command, outdirs):
                 for x in ("q", "k", "v", "o", "stats"):
                     files[x] = os.path.join(scratch, f"{x}.npy")
                     np.save(files[x], arrays[f"{name}/{x}"])
-                args = [command, "attention", files["q"], files["k"], files["v"], "--preset", "cudnn_sdpa_fp8_sm90",
+                args = [command, "attention", files["q"], files["k"], files["v"], "--preset", preset_of(c),
                         "--expect-o", files["o"], "--expect-lse", files["stats"]]
                 for s in SCALES:
                     args += ["--" + s.replace("_", "-"), repr(float(arrays[f"{name}/{s}"]))]

@@ -178,7 +178,8 @@ def step_times(trained, data, batch, rounds, rank):
 
 def cpu_profile(trained, data, batch, steps=5):
     """A few steps of each model under torch.profiler: per step, the host's time in the operators that
-    take the most of it (self CPU time), the CUDA kernels launched and, of them, the copies."""
+    take the most of it (self CPU time), the CUDA kernels launched and, of them, the copies, and the
+    GPU's time in all kernels and in those that take the most of it."""
     from torch.profiler import ProfilerActivity, profile
     batches = torch.Generator().manual_seed(3)
     result = {}
@@ -196,9 +197,14 @@ def cpu_profile(trained, data, batch, steps=5):
         kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
         top = sorted((e for e in events if e.device_type == torch.autograd.DeviceType.CPU),
                      key=lambda e: e.self_cpu_time_total, reverse=True)[:12]
+        gpu = sorted((e for e in events if e.device_type == torch.autograd.DeviceType.CUDA),
+                     key=lambda e: e.self_device_time_total, reverse=True)
         result[name] = {
             "steps": steps,
             "kernels_per_step": len(kernels) / steps,
+            # The GPU's side: every kernel's time a step, and the kernels that take the most of it.
+            "gpu_ms_per_step": sum(e.time_range.elapsed_us() for e in kernels) / 1000 / steps,
+            "top_gpu_us_per_step": {e.key[:90]: e.self_device_time_total / steps for e in gpu[:14]},
             "copy_kernels_per_step": sum("copy" in e.name.lower() for e in kernels) / steps,
             "cpu_ms_per_step": sum(e.self_cpu_time_total for e in events
                                    if e.device_type == torch.autograd.DeviceType.CPU) / 1000 / steps,

@@ -193,6 +193,17 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> flash_forward_indicator_elsewhere(con
   TORCH_CHECK_VALUE(false, "bitexact: the kernels run on CUDA tensors; got ", query.device());
 }
 
+std::tuple<Tensor, Tensor, Tensor, Tensor> flash_forward_fp8_elsewhere(const Tensor& query, const Tensor&,
+                                                                       const Tensor&, bool, double, double, double,
+                                                                       double, double, double, double, int64_t,
+                                                                       double, double, bool) {
+  TORCH_CHECK_VALUE(false, "bitexact: the kernels run on CUDA tensors; got ", query.device());
+}
+
+Tensor fp8_value_layout_elsewhere(const Tensor& value) {
+  TORCH_CHECK_VALUE(false, "bitexact: the kernels run on CUDA tensors; got ", value.device());
+}
+
 std::tuple<Tensor, Tensor> flash_forward_meta(const Tensor& query, const Tensor& key, const Tensor& value, bool,
                                               double, int64_t, double, double, c10::string_view structure) {
   check_inputs(query, key, value);
@@ -280,6 +291,8 @@ TORCH_LIBRARY_IMPL(bitexact, CUDA, m) {
 TORCH_LIBRARY_IMPL(bitexact, CPU, m) {
   m.impl("flash_forward", &flash_forward_elsewhere);
   m.impl("flash_forward_indicator", &flash_forward_indicator_elsewhere);
+  m.impl("flash_forward_fp8", &flash_forward_fp8_elsewhere);
+  m.impl("fp8_value_layout", &fp8_value_layout_elsewhere);
 }
 
 TORCH_LIBRARY_IMPL(bitexact, Meta, m) { m.impl("flash_forward", &flash_forward_meta); }

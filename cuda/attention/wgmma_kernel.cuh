@@ -1,8 +1,11 @@
-// Our flash-attention forward kernel in Hopper's own structure (sm_90a),
-// with the bits of the FA2-structure kernel (flash_forward.cu), i.e. of
-// PyTorch 2.11's flash backend on its single-split path, and of the
-// stabilized presets: the arithmetic is flash_softmax.cuh's, the same
-// instructions on each row; what differs is how data reach it. The parts:
+// Our flash-attention forward kernel in Hopper's own structure (sm_90a).
+// With bf16 operands (wgmma_operands.cuh) it has the bits of the
+// FA2-structure kernel (flash_forward.cu), i.e. of PyTorch 2.11's flash
+// backend on its single-split path, and of the stabilized presets: the
+// arithmetic is flash_softmax.cuh's, the same instructions on each row; what
+// differs is how data reach it. With e4m3 operands it is our FP8 kernel, the
+// same arithmetic on the fp8 tensor core with its own blocks, exponent and
+// P-bar (the presets bitexact_flash_fp8_sm90*, docs/attention.md). The parts:
 // the shared memory and its barriers (wgmma_shared_memory.cuh), the tile
 // scheduler (wgmma_tile_scheduler.cuh), the producer's copies and the
 // consumers' products (wgmma_mainloop.cuh), O's way out
@@ -21,7 +24,7 @@
 //   taking turns at the tensor cores (ping-pong) and overlapping each
 //   block's softmax with the previous block's P V (FlashAttention-3).
 //
-// Why the bits are FA2's: every S element is one chain of k16 tensor-core
+// Why the bf16 kernel's bits are FA2's: every S element is one chain of k16 tensor-core
 // steps over d from zero, in FA2's order, and every O element one chain
 // over the keys of each block after the block's rescale; wgmma's k16 step is
 // mma.sync's fused step (cuda/probe_mma.cu, for each shape and operand

@@ -11,7 +11,7 @@ pass over V into the kernel's V^T layout ("fp8 call"); that pass is also timed a
 "V^T copy"), and
 "fp8 kernel" is the difference. TFLOP/s counts 4 B H N^2 d flops, half under the causal mask.
 """
-import statistics
+import os
 import subprocess
 import sys
 
@@ -19,26 +19,10 @@ import torch
 
 import bitexact.torch  # noqa: F401 (PYTHONPATH=build/python, or pip install)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_flash_forward import milliseconds  # noqa: E402 (the same turns and medians)
+
 repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-
-
-def milliseconds(calls, count=10):
-    for call in calls.values():
-        for _ in range(2):
-            call()
-    torch.cuda.synchronize()
-    times = {name: [] for name in calls}
-    names = list(calls)
-    for repeat in range(repeats):
-        for name in names[repeat % len(names):] + names[:repeat % len(names)]:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(count):
-                calls[name]()
-            end.record()
-            torch.cuda.synchronize()
-            times[name].append(start.elapsed_time(end) / count)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True,
@@ -62,7 +46,7 @@ for B, H, N, d in ((1, 16, 16384, 128), (4, 16, 4096, 128), (4, 16, 4096, 64)):
         for rule, name in enumerate(("fp8", "fp8 stabilized", "fp8 across")):
             calls[name] = (lambda rule: lambda: torch.ops.bitexact.flash_forward_fp8(
                 q8, k8, v8, causal, scale, 1.0, 1.0, 1.0, 256.0, 1.0 / 256, 1.0, rule, 2.0, 1e-3, False))(rule)
-        ms = milliseconds(calls)
+        ms = milliseconds(calls, repeats, count=10, warmup=2)
         ms["fp8 kernel"] = ms["fp8"] - ms["vt"]
         t = {name: flops / x / 1e9 for name, x in ms.items()}
         print(f"| {B} {H} {N} {d} | {'yes' if causal else 'no'} | {t['flash']:.0f} | {t['bf16']:.0f} | "

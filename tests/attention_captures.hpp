@@ -5,12 +5,14 @@
 
 #include <doctest/doctest.h>
 
+#include <bitexact/attention/call.hpp>
 #include <bitexact/attention/shape.hpp>
 #include <bitexact/core/checksum.hpp>
 #include <cstdio>
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,16 @@ struct captured_manifest {
   std::vector<captured_case> cases;
   int files = 0;  // file lines, each checksum checked
 };
+
+// Why a call is refused (resolve_call's one line), or "" when it resolves.
+inline std::string refusal_of(const attention::attention_call& call) {
+  try {
+    attention::resolve_call(call);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
 
 inline std::string hex(std::uint64_t x) {
   char text[17];

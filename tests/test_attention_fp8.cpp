@@ -246,14 +246,7 @@ TEST_SUITE("attention") {
     attention_call call;
     call.model = model_choice(find_preset("cudnn_sdpa_fp8_sm90"));
     call.shape = {1, 1, 64, 256, 128, false};
-    const auto refusal = [](const attention_call& c) -> std::string {
-      try {
-        resolve_call(c);
-      } catch (const std::invalid_argument& e) {
-        return e.what();
-      }
-      return "";
-    };
+    const auto refusal = [](const attention_call& c) { return test::refusal_of(c); };
     CHECK(refusal(call).empty());
     for (const double bad : {0.0, -1.0, 1e300, std::nan("")}) {
       attention_call c = call;

@@ -382,14 +382,7 @@ TEST_SUITE("attention") {
     attention_call call;
     call.model = model_choice(find_preset("bitexact_flash_fp8_sm90"));
     call.shape = {1, 1, 64, 256, 128, false};
-    const auto refusal = [](const attention_call& c) -> std::string {
-      try {
-        resolve_call(c);
-      } catch (const std::invalid_argument& e) {
-        return e.what();
-      }
-      return "";
-    };
+    const auto refusal = [](const attention_call& c) { return test::refusal_of(c); };
     CHECK(refusal(call).empty());
     for (std::size_t i = 0; i < std::size(fp8_scale_names); ++i)
       for (const double bad : {0.0, -1.0, 1e300, std::nan("")}) {

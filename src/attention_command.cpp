@@ -41,7 +41,8 @@ constexpr std::string_view attention_help =
     "options:\n"
     "{options}\n"
     "  (--explain and the explanation of a first mismatch trace FA2's arithmetic: the\n"
-    "  pytorch_sdpa_flash_sm90 presets and descriptions with the same arithmetic)\n"
+    "  pytorch_sdpa_flash_sm90 presets, bitexact's FP8 kernel (bitexact_flash_fp8_sm90\n"
+    "  presets) and descriptions with the same arithmetic)\n"
     "\n"
     "Prints the shapes, the preset, the split count and the tiles first, before computing;\n"
     "then with --expect-o or --expect-lse the elements compared and the mismatches, and for\n"
@@ -280,8 +281,9 @@ void check_options(attention_options& options, const arguments& files) {
        !options.out_o.empty() || !options.out_lse.empty()))
     fail("attention: --backward models PyTorch's flash backward on the pytorch_sdpa_flash_sm90 forward; it takes no "
          "--preset, --kernel, --compare, --explain, --expect-o, --expect-lse, --out-o or --out-lse");
-  if (!options.explain.empty() && !options.call.model.flash2_arithmetic())
-    fail("attention: --explain traces FA2's arithmetic (" + attention::flash2_preset_names() + "), not " +
+  if (!options.explain.empty() && !options.call.model.explainable_kernel())
+    fail("attention: --explain traces FA2's arithmetic, bf16 or its fp8 recipe (" +
+         attention::explainable_preset_names() + "), not " +
          options.call.model.name() + "'s");
   if (options.call.model.is(attention::preset_kind::paper_reference_fp64) && (!options.expect_o.empty() || !options.expect_lse.empty()))
     fail("attention: paper_reference_fp64 computes in double, a reference to measure errors against, not bits a GPU "

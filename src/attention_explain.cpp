@@ -89,6 +89,7 @@ std::string_view step_name(attention::traced_step::kind what) {
   switch (what) {
     case kind::rescale: return "O * alpha";
     case kind::tensor_core: return "tensor-core step";
+    case kind::block_add: return "O + block's P V";
     case kind::normalize: return "O * (1/l)";
     case kind::combine: return "combine fma";
     case kind::to_bf16: return "cvt to bf16";
@@ -124,17 +125,26 @@ std::string conversion_window(float32 model, bfloat16 expected) {
 // every rounding of the element (attention/explain.hpp), the largest and the last in full.
 void print_explanation(const attention_problem& p, const element_index& at, std::optional<bfloat16> expected) {
   const std::size_t rows = p.q.rows, keys = p.k.rows, d = p.q.head_dim;
-  const auto q = std::span<const bfloat16>(p.q.values).subspan(at.head * rows * d, rows * d);
-  const auto k = std::span<const bfloat16>(p.k.values).subspan(at.head * keys * d, keys * d);
-  const auto v = std::span<const bfloat16>(p.v.values).subspan(at.head * keys * d, keys * d);
   attention::row_record record;
   attention::element_trace element;
-  try {
+  // The head's Q, K and V as the kernel takes them: bf16, or an fp8 kernel's bit patterns.
+  const auto trace = [&](const auto& q_all, const auto& k_all, const auto& v_all) {
+    using element_type = typename std::decay_t<decltype(q_all)>::value_type;
+    const auto q = std::span<const element_type>(q_all).subspan(at.head * rows * d, rows * d);
+    const auto k = std::span<const element_type>(k_all).subspan(at.head * keys * d, keys * d);
+    const auto v = std::span<const element_type>(v_all).subspan(at.head * keys * d, keys * d);
     record = attention::record_row(p.kernel(), p.call.head, q, k, v, static_cast<int>(at.row));
     element = attention::trace_output_element(p.kernel(), p.call.head, record, v, static_cast<int>(at.col));
+  };
+  try {
+    if (p.q.fp8()) trace(p.q.fp8_bits, p.k.fp8_bits, p.v.fp8_bits);
+    else trace(p.q.values, p.k.values, p.v.values);
   } catch (const std::exception& e) {
     fail("attention: " + printable(e.what()));
   }
+  const bool fp8 = p.q.fp8();
+  // An fp8 kernel's largest P-bar: the row max's, e4m3(RN(1 * scale_s)).
+  const float8_e4m3 p_bar_max = ptx::cvt_rn_satfinite_e4m3_f32(p.kernel().p_scale);
   std::printf("\nO%s = %s, as the model computed it\n", index_text(p, at.head, at.row, at.col).c_str(),
               value_text(record.o[at.col]).c_str());
   const int splits = static_cast<int>(record.splits.size());
@@ -142,13 +152,16 @@ void print_explanation(const attention_problem& p, const element_index& at, std:
     std::printf(splits > 1 ? "  split %d of %d:\n" : "  the one pass:\n", s, splits);
     for (const attention::row_block& b : record.blocks) {
       if (b.split != s) continue;
-      int ones = 0;
+      int ones = 0, p_bar_ones = 0;
       for (const float32 x : b.p) ones += x.bits == 0x3F800000u;
+      for (const float8_e4m3 x : b.p_e4m3) p_bar_ones += x.bits == p_bar_max.bits;
       const int last_key = std::min(b.first_key + static_cast<int>(b.scores.size()), p.call.head.key_rows) - 1;
-      std::printf("    block %d, keys %d..%d: max %s, running max %s, alpha %s, P = 1 at %d key%s%s\n", b.block,
+      std::printf("    block %d, keys %d..%d: max %s, running max %s, alpha %s, P = 1 at %d key%s%s%s\n", b.block,
                   b.first_key, last_key, fmt::format("{}", to_host(b.block_max)).c_str(),
                   fmt::format("{}", to_host(b.running_max)).c_str(),
                   b.alpha ? fmt::format("{}", to_host(*b.alpha)).c_str() : "(first block)", ones, ones == 1 ? "" : "s",
+                  !fp8 ? ""
+                       : fmt::format(", P-bar = e4m3(scale_s) = {} at {}", value_text(p_bar_max), p_bar_ones).c_str(),
                   !p.kernel().stabilize ? ""
                   : fmt::format(", {} within eps of the {}", b.ties,
                                 p.kernel().stabilize->across_blocks ? "row's max so far" : "block max").c_str());
@@ -159,8 +172,8 @@ void print_explanation(const attention_problem& p, const element_index& at, std:
     const attention::row_split_end& end = record.splits[static_cast<std::size_t>(s)];
     if (!end.ran) std::printf("    no K/V block: O = 0, L = -inf\n");
     else
-      std::printf("    end: row sum %s, 1/sum %s, O[%zu] = %s, L = %s\n", short_text(end.sum).c_str(),
-                  short_text(end.inverse).c_str(), at.col, short_text(end.o[at.col]).c_str(), short_text(end.lse).c_str());
+      std::printf("    end: row sum %s, %s %s, O[%zu] = %s, L = %s\n", short_text(end.sum).c_str(),
+                  fp8 ? "RN(RN(1/sum) * o_scale)" : "1/sum", short_text(end.inverse).c_str(), at.col, short_text(end.o[at.col]).c_str(), short_text(end.lse).c_str());
   }
   if (splits > 1) std::printf("  combine: L = %s\n", short_text(record.lse).c_str());
   std::printf("  the %zu roundings of O[%zu], in order (error: the rounded result minus the step's exact result):\n",

@@ -204,7 +204,7 @@ std::pair<std::uint64_t, std::size_t> compare(const attention_problem& p, std::s
   std::printf("first mismatch in %s at %s\n  file     %s\n  model    %s\n%s", std::string(name).c_str(),
               index_text(p, head, row, col).c_str(), value_text(expected[first]).c_str(),
               value_text(model[first]).c_str(),
-              has_flash2_arithmetic(p.kernel()) && p.options.call.model.gpu_kernel() ? describe_row(p, row).c_str() : "");
+              explainable(p.kernel()) && p.options.call.model.gpu_kernel() ? describe_row(p, row).c_str() : "");
   return {mismatches, first};
 }
 
@@ -238,7 +238,7 @@ int forward_pass(const attention_options& options) {
     const std::size_t flat = (at.head * problem.q.rows + at.row) * problem.q.head_dim + at.col;
     print_explanation(problem, at, expected.o ? std::optional<bfloat16>((*expected.o)[flat]) : std::nullopt);
   }
-  if (first_o_mismatch && problem.options.call.model.gpu_kernel() && has_flash2_arithmetic(problem.kernel())) {
+  if (first_o_mismatch && problem.options.call.model.gpu_kernel() && explainable(problem.kernel())) {
     const element_index& at = *first_o_mismatch;
     const std::size_t flat = (at.head * problem.q.rows + at.row) * problem.q.head_dim + at.col;
     if (!problem.explain || problem.explain->head != at.head || problem.explain->row != at.row ||

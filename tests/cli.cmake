@@ -844,7 +844,9 @@ bitexact_cli_test(attention_fp8_error_bf16_files RC 2 ARGS attention ${n17}/q.np
 bitexact_cli_test(attention_fp8_error_fp8_files_to_bf16 RC 2 ARGS attention ${fp8_files} ONE_LINE_ERROR
   ERROR_CONTAINS "uint8 elements are fp8 bit patterns, but pytorch_sdpa_flash_sm90 takes bf16 Q, K and V")
 bitexact_cli_test(attention_fp8_error_explain RC 2 ARGS attention ${fp8_files} --preset cudnn_sdpa_fp8_sm90
-  --explain 0,0 ONE_LINE_ERROR ERROR_CONTAINS "attention: --explain traces FA2's arithmetic")
+  --explain 0,0 ONE_LINE_ERROR
+  ERROR_CONTAINS "attention: --explain traces FA2's arithmetic, bf16 or its fp8 recipe (pytorch_sdpa_flash_sm90"
+                 "bitexact_flash_fp8_sm90, bitexact_flash_fp8_sm90_stabilized" "not cudnn_sdpa_fp8_sm90's")
 # FA2's fp8 recipe (bitexact's FP8 kernel) on the same uint8 files: its tiles, no split-KV path, a bf16 O;
 # an e4m3 O file is refused for it (python/tests/test_attention_fp8_flash.py compares its bf16 O files).
 bitexact_cli_test(attention_fp8_flash_runs ARGS attention ${fp8_files} --preset bitexact_flash_fp8_sm90 ${fp8_scales}
@@ -858,6 +860,18 @@ bitexact_cli_test(attention_fp8_flash_agrees ARGS attention ${flash_fp8_head}/q.
   --descale-k 0.009310521185398102 --descale-v 0.011386387050151825 --descale-s 0.00390625 --scale-s 256
   --expect-o ${flash_fp8_head}/o.npy --expect-lse ${flash_fp8_head}/stats.npy
   CONTAINS "O: 16384 elements compared, 0 mismatches" "L: 128 elements compared, 0 mismatches")
+# --explain on the FP8 kernel: row 5 of a stabilized ties head, its e4m3 P-bar counted per block and O[5, 17]'s
+# 32-product steps on the fp8 tensor core, the GPU's bits (the first mismatch of O would be explained the same way).
+set(flash_fp8_ties ${CMAKE_CURRENT_LIST_DIR}/data/flash_fp8/d64_n1000_full_rule1_ties_n1000_h0_rows0-63)
+bitexact_cli_test(attention_fp8_flash_explain ARGS attention ${flash_fp8_ties}/q.npy ${flash_fp8_ties}/k.npy
+  ${flash_fp8_ties}/v.npy --preset bitexact_flash_fp8_sm90_stabilized --descale-q 0.018720735 --descale-k 0.010690597
+  --descale-v 0.01017301 --descale-s 0.00390625 --scale-s 256 --expect-o ${flash_fp8_ties}/o.npy --explain 5,17
+  CONTAINS "O: 4096 elements compared, 0 mismatches"
+           "block 5, keys 640..767: max 211328, running max 211328, alpha 0.8375115, P = 1 at 1 key, P-bar = e4m3(scale_s) = 0x78 (256) at 1"
+           "end: row sum 0x370C5F9D (8.366912e-06), RN(RN(1/sum) * o_scale) 0x4097FB95 (4.7494607)"
+           "the 41 roundings of O[17]" "       36     0     0 0..31         tensor-core step fp32:0x3C9B1400"
+           "fused multiply-add step: 32 products + C -> fp32" "41                           cvt to bf16      bf16:0x3DB8 (0.08984375)"
+           "lies among them")
 bitexact_cli_test(attention_fp8_flash_error_e4m3_o_file RC 2 ARGS attention ${fp8_files} --preset bitexact_flash_fp8_sm90
   --expect-o ${fp8_head}/o.npy ONE_LINE_ERROR
   ERROR_CONTAINS "is one byte, but bitexact_flash_fp8_sm90's O is bf16: compare uint16 or int16 bf16 bit patterns")

@@ -6,10 +6,13 @@
 #include <doctest/doctest.h>
 
 #include <bitexact/attention/call.hpp>
+#include <bitexact/attention/explain.hpp>
+#include <bitexact/attention/repeated_max.hpp>
 #include <bitexact/attention/kernel_json.hpp>
 #include <bitexact/attention/kernels.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -38,6 +41,7 @@ struct fp8_case {
   std::vector<std::uint8_t> q, k, v;
   std::vector<std::uint16_t> o;  // e4m3 or bf16 bit patterns, as the preset writes O
   std::vector<float32> stats;
+  std::vector<std::int32_t> p_bar_ones, max_repeated;  // the GPU's leading indicator per row, where it ran
 };
 
 std::vector<std::uint16_t> read_bits(const std::string& path, std::size_t count, std::size_t element_size) {
@@ -62,7 +66,7 @@ const std::vector<fp8_case>& fp8_cases(const std::string& fp8_dir) {
     std::ifstream in(fp8_dir + "/MANIFEST");
     REQUIRE_MESSAGE(in, "cannot open " << fp8_dir << "/MANIFEST");
     std::vector<fp8_case> out;
-    int files = 0;
+    int files = 0, expected_files = 0;
     for (std::string line; std::getline(in, line);) {
       std::istringstream fields(line);
       std::string kind;
@@ -96,9 +100,18 @@ const std::vector<fp8_case>& fp8_cases(const std::string& fp8_dir) {
       const npy::array stats = npy::read(dir + "stats.npy");
       REQUIRE(stats.element_count() == rows);
       for (std::size_t i = 0; i < rows; ++i) c.stats.push_back(float32::from_bits(stats.word(i)));
+      if (std::ifstream(dir + "p_bar_ones.npy")) {
+        for (auto [file, values] : {std::pair{"p_bar_ones.npy", &c.p_bar_ones}, {"max_repeated.npy", &c.max_repeated}}) {
+          const npy::array a = npy::read(dir + file);
+          REQUIRE(a.element_count() == rows);
+          for (std::size_t i = 0; i < rows; ++i) values->push_back(static_cast<std::int32_t>(a.word(i)));
+        }
+        expected_files += 2;
+      }
+      expected_files += 5;
       out.push_back(std::move(c));
     }
-    REQUIRE(files == static_cast<int>(out.size()) * 5);
+    REQUIRE(files == expected_files);
     return out;
   }();
 }
@@ -169,11 +182,122 @@ TEST_SUITE("attention") {
     MESSAGE(fp8_cases(ours_dir).size() << " cases: " << count.o << " O elements, " << count.o_missed
                                        << " mismatches; " << count.stats << " L, " << count.stats_missed
                                        << " mismatches");
-    CHECK(fp8_cases(ours_dir).size() == 10);
-    CHECK(count.o == 102400);
-    CHECK(count.stats == 1216);
+    CHECK(fp8_cases(ours_dir).size() == 15);
+    CHECK(count.o == 114688);
+    CHECK(count.stats == 1376);
     CHECK(count.o_missed == 0);
     CHECK(count.stats_missed == 0);
+  }
+
+  TEST_CASE("fp8 explain: rows of our FP8 kernel's captures traced element by element, as it runs and promoted") {
+    // Each traced chain is replayed against the emulator step by step (trace_output_element throws
+    // std::logic_error at the first that differs); with the preset, its last step is the GPU's O.
+    std::size_t elements = 0, promoted = 0, steps = 0;
+    for (const fp8_case& c : fp8_cases(ours_dir)) {
+      const auto q = std::span<const std::uint8_t>(c.q), k = std::span<const std::uint8_t>(c.k),
+                 v = std::span<const std::uint8_t>(c.v);
+      const std::size_t d = static_cast<std::size_t>(c.shape.head_dim);
+      for (const pv_accumulation pv : {pv_accumulation::c_operand, pv_accumulation::fp32_add}) {
+        kernel_description description = find_kernel(c.preset);
+        description.arithmetic.pv = pv;
+        const flash_kernel kernel = resolve(description, c.shape, scales_of(c));
+        for (const int row : {0, c.shape.query_rows / 2, c.shape.query_rows - 1}) {
+          const row_record record = record_row(kernel, c.shape, q, k, v, row);
+          int pv_steps = 0;
+          for (const row_block& b : record.blocks) {
+            REQUIRE(b.p_bf16.empty());
+            REQUIRE(b.p_e4m3.size() == static_cast<std::size_t>(kernel.block_n));
+            pv_steps += kernel.block_n / 32;
+          }
+          for (const int col : {0, 17, c.shape.head_dim - 1}) {
+            const element_trace t = trace_output_element(kernel, c.shape, record, v, col);
+            int tensor_core = 0, block_adds = 0;
+            for (const traced_step& s : t.steps) {
+              tensor_core += s.what == traced_step::kind::tensor_core;
+              block_adds += s.what == traced_step::kind::block_add;
+              if (s.what == traced_step::kind::tensor_core) CHECK(s.record.fused->terms.size() == 33);  // 32 products, C
+            }
+            CHECK(tensor_core == pv_steps);
+            CHECK(block_adds == (pv == pv_accumulation::fp32_add ? static_cast<int>(record.blocks.size()) : 0));
+            steps += t.steps.size();
+            if (pv == pv_accumulation::fp32_add) {
+              ++promoted;
+              continue;
+            }
+            CHECK(t.steps.back().record.result_bits == c.o[static_cast<std::size_t>(row) * d + static_cast<std::size_t>(col)]);
+            ++elements;
+          }
+        }
+      }
+    }
+    MESSAGE(elements << " elements of the captures traced to the GPU's bits, " << promoted
+                     << " through the promoted description, " << steps << " steps replayed");
+    CHECK(elements == 15 * 9);
+    CHECK(promoted == 15 * 9);
+  }
+
+  TEST_CASE("fp8 indicator: the GPU's leading indicator per row equals the emulator's (the standard cases)") {
+    // flash_forward_fp8(indicator=True) counted, per row, the keys whose e4m3 P-bar is the row max's and
+    // the tie test on the row's two largest scores; fp8_repeated_max_rows counts the emulator's own.
+    // BITEXACT_FP8_INDICATOR_DIR names another folder of the same layout (a whole capture packed).
+    const char* other = std::getenv("BITEXACT_FP8_INDICATOR_DIR");
+    const std::string dir = other ? other : ours_dir;
+    std::size_t cases = 0, rows = 0, ones_missed = 0, repeated_missed = 0, rows_twice = 0, rows_repeated = 0;
+    for (const fp8_case& c : fp8_cases(dir)) {
+      if (c.p_bar_ones.empty()) continue;
+      const flash_kernel kernel = resolve(find_kernel(c.preset), c.shape, scales_of(c));
+      const std::vector<row_repeated_max> model = fp8_repeated_max_rows(
+          kernel, c.shape, std::span<const std::uint8_t>(c.q), std::span<const std::uint8_t>(c.k),
+          std::span<const std::uint8_t>(c.v));
+      for (std::size_t r = 0; r < model.size(); ++r) {
+        ones_missed += model[r].p_bar_ones != c.p_bar_ones[r];
+        repeated_missed += static_cast<int>(model[r].max_repeated) != c.max_repeated[r];
+        rows_twice += model[r].p_bar_ones >= 2;
+        rows_repeated += model[r].max_repeated;
+      }
+      rows += model.size();
+      ++cases;
+    }
+    MESSAGE(cases << " cases, " << rows << " rows: p_bar_ones " << ones_missed << " differ, max_repeated "
+                  << repeated_missed << " differ (" << rows_twice << " rows with P-bar at the max twice, "
+                  << rows_repeated << " with the max repeated)");
+    CHECK(ones_missed == 0);
+    CHECK(repeated_missed == 0);
+    if (!other) {
+      CHECK(cases == 8);
+      CHECK(rows == 128 + 320 + 32 * 6);
+      CHECK(rows_twice > 0);
+      CHECK(rows_repeated >= 32);  // the ties head: every row
+    }
+    const fp8_case& bf16_twin = fp8_cases(ours_dir).front();
+    CHECK_THROWS_AS(fp8_repeated_max_rows(pytorch_sdpa_flash_sm90(bf16_twin.shape), bf16_twin.shape,
+                                          std::span<const std::uint8_t>(bf16_twin.q),
+                                          std::span<const std::uint8_t>(bf16_twin.k),
+                                          std::span<const std::uint8_t>(bf16_twin.v)),
+                    std::invalid_argument);
+  }
+
+  TEST_CASE("fp8 explain: bf16 operands, another fp8 recipe and scores are refused") {
+    const fp8_case& c = fp8_cases(ours_dir).front();
+    const flash_kernel kernel = resolve(find_kernel(c.preset), c.shape, scales_of(c));
+    const std::vector<bfloat16> q(c.q.size()), kv(c.k.size());
+    CHECK_THROWS_WITH_AS(record_row(kernel, c.shape, q, kv, kv, 0),
+                         "flash_forward_head: the kernel takes e4m3 Q, K and V, not bf16", std::invalid_argument);
+    const auto q8 = std::span<const std::uint8_t>(c.q), k8 = std::span<const std::uint8_t>(c.k),
+               v8 = std::span<const std::uint8_t>(c.v);
+    const row_record record = record_row(kernel, c.shape, q8, k8, v8, 0);
+    CHECK_THROWS_AS(trace_output_element(kernel, c.shape, record, std::span<const bfloat16>(kv), 0), std::invalid_argument);
+    CHECK_THROWS_AS(trace_output_element(kernel, c.shape, record, v8, c.shape.head_dim), std::invalid_argument);
+    CHECK_THROWS_AS(record_row(kernel, c.shape, q8, k8, v8, c.shape.query_rows), std::invalid_argument);
+    std::vector<bfloat16> q16(c.q.size()), k16(c.k.size());
+    CHECK_THROWS_AS(trace_score_element(kernel, c.shape, record, q16, k16, 0), std::invalid_argument);
+    // cuDNN's recipe writes e4m3 O: its rows are not recorded.
+    const flash_kernel cudnn = resolve(find_kernel("cudnn_sdpa_fp8_sm90"), c.shape, scales_of(c));
+    CHECK_THROWS_WITH_AS(record_row(cudnn, c.shape, q8, k8, v8, 0),
+                         "flash_forward_head: the kernel writes O as e4m3 (its o_rounding), not bf16",
+                         std::invalid_argument);
+    CHECK(explainable(kernel));
+    CHECK_FALSE(explainable(cudnn));
   }
 
   TEST_CASE("fp8 threads: every committed case the same bits on 2, 3 threads and one per core as on 1") {
@@ -190,7 +314,7 @@ TEST_SUITE("attention") {
           compared += one.first.size() + one.second.size();
         }
       }
-    CHECK(compared == 3 * (176128 + 1856 + 102400 + 1216));
+    CHECK(compared == 3 * (176128 + 1856 + 114688 + 1376));
   }
 
   struct ablation {

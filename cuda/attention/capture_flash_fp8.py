@@ -12,6 +12,14 @@ more than once; "sharp" cases triple the scores' spread, so many P fall into e4m
 cases set scale_s 1 (P-bar near zero rounds to 0), scale_o 2 and descale_s 1/64. Every case runs twice,
 into outputs that start as different garbage, and the two runs' bits are compared.
 
+    python3 cuda/attention/capture_flash_fp8.py --generator OUTDIR
+
+runs instead the scenario generator's heads (synthetic_heads.py, as `bitexact bias statistics --inputs
+e4m3` draws them: d 64 and 128, 512 keys, 32 query rows, each maximum kind and placement, 1, 8 and 64
+ties, V of mean -1 and +1), one call per head and rule, each head's Q, K and V quantised per tensor, into
+probe_gen_d{64,128}_rule{0,1,2}.npz of the same layout; facts.json adds per (head dim, rule) O's mean
+error toward zero against an fp64 softmax of the dequantised inputs.
+
 OUTDIR gets probe_d64.npz and probe_d128.npz (per case NAME: NAME/q, NAME/k, NAME/v uint8 e4m3 bit patterns
 [1, H, N, d]; NAME/o uint16 bf16 bit patterns [1, H, N, d]; NAME/stats float32 [1, H, N], L in natural-log
 units; NAME/p_bar_ones and NAME/max_repeated int32 [1, H, N] for standard cases (the indicator's
@@ -71,13 +79,76 @@ def inputs(case, gen):
     return [quantise(x) for x in (q, k, v)]
 
 
+def run_case(a, name, q8, k8, v8, causal, scale, scales, rule, indicator):
+    """One call of the kernel into arrays a under NAME; returns O (bf16) and, with indicator, the
+    indicator pass's (p_bar_ones, max_repeated) after checking it gives the plain pass's O and L."""
+    args = (q8, k8, v8, causal, scale, scales["descale_q"], scales["descale_k"], scales["descale_v"],
+            scales["scale_s"], scales["descale_s"], scales["scale_o"], rule, 2.0, 1e-3)
+    o, lse, _, _ = torch.ops.bitexact.flash_forward_fp8(*args, False)
+    a[f"{name}/q"], a[f"{name}/k"], a[f"{name}/v"] = (x.view(torch.uint8).cpu().numpy() for x in (q8, k8, v8))
+    a[f"{name}/o"] = o.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
+    a[f"{name}/stats"] = lse.cpu().numpy()
+    for key, value in scales.items():
+        a[f"{name}/{key}"] = np.float32(value)
+    if not indicator:
+        return o, None
+    oi, lsei, ones, repeated = torch.ops.bitexact.flash_forward_fp8(*args, True)
+    same = bool(torch.equal(oi.view(torch.int16), o.view(torch.int16)) and
+                torch.equal(lsei.view(torch.int32), lse.view(torch.int32)))
+    a[f"{name}/p_bar_ones"] = ones.cpu().numpy()
+    a[f"{name}/max_repeated"] = repeated.cpu().numpy()
+    return o, same
+
+
+def generator(outdir, facts):
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    import synthetic_heads
+    cells = synthetic_heads.cells((64, 128), (512,), synthetic_heads.MAX_KINDS, synthetic_heads.PLACEMENTS,
+                                  (1, 8, 64), (-1.0, 1.0), 32)
+    arrays = {(d, rule): {} for d in (64, 128) for rule in range(3)}
+    toward_zero = {key: [0.0, 0.0] for key in arrays}  # sum of -sign(ref)(o - ref), sum of |ref|
+    for h, cell in enumerate(cells):
+        q, k, v = (x[None, None].float() for x in synthetic_heads.make_head_torch(cell, 1, h, "cuda")[:3])
+        (q8, dq), (k8, dk), (v8, dv) = (quantise(x) for x in (q, k, v))
+        d = cell["head_dim"]
+        scale = 1.0 / math.sqrt(d)
+        scales = dict(descale_q=dq, descale_k=dk, descale_v=dv, scale_s=256.0, descale_s=1.0 / 256, scale_o=1.0)
+        qf, kf, vf = (x.double() * s for x, s in ((q8, dq), (k8, dk), (v8, dv)))
+        reference = torch.softmax((qf @ kf.transpose(-1, -2)) * scale, -1) @ vf
+        for rule in range(3):
+            name = (f"gen_d{d}_k{cell['keys']}_{cell['max_kind']}_{cell['placement']}_t{cell['ties']}"
+                    f"_v{cell['v_mean']:+g}_rule{rule}")
+            o, same = run_case(arrays[(d, rule)], name, q8, k8, v8, False, scale, scales, rule, rule == 0)
+            error = -(torch.sign(reference) * (o.double() - reference))
+            toward_zero[(d, rule)][0] += float(error.sum())
+            toward_zero[(d, rule)][1] += float(reference.abs().sum())
+            record = dict(name=name, d=d, n=cell["keys"], heads=1, causal=False, rule=rule, kind="generator",
+                          cell=cell, preset=PRESETS[rule], scales={x: float(np.float32(y)) for x, y in scales.items()})
+            if same is not None:
+                record["indicator_pass_identical"] = same
+            facts["cases"].append(record)
+        print(f"{h + 1}/{len(cells)} {name[:-6]}", flush=True)
+    for (d, rule), a in arrays.items():
+        np.savez(os.path.join(outdir, f"probe_gen_d{d}_rule{rule}.npz"), **a)
+        error, size = toward_zero[(d, rule)]
+        facts.setdefault("o_error_toward_zero", {})[f"d{d}_rule{rule}"] = error / size
+        print(f"d {d}, rule {rule}: O's mean error toward zero {error / size:+.3e} of mean |O|", flush=True)
+
+
 def main():
-    outdir = sys.argv[1]
+    generate = sys.argv[1] == "--generator"
+    outdir = sys.argv[-1]
     os.makedirs(outdir, exist_ok=True)
     gen = torch.Generator(device="cuda").manual_seed(2026)
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                          capture_output=True, text=True).stdout.strip()
     facts = {"gpu": smi, "torch": torch.__version__, "cuda": torch.version.cuda, "cases": []}
+    if generate:
+        generator(outdir, facts)
+        with open(os.path.join(outdir, "facts.json"), "w") as f:
+            json.dump(facts, f, indent=1)
+        return
     arrays = {64: {}, 128: {}}
     for case in cases():
         (q, dq), (k, dk), (v, dv) = inputs(case, gen)

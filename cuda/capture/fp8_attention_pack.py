@@ -12,7 +12,8 @@ recipe are independent of each other (each keeps its own max, sums and acc), so 
 rows from FIRST with every key, the call then being ROWS queries against N keys; a causal case (top-left)
 keeps rows and keys 0 to ROWS - 1, whose rows see only those keys, the blocks past them masked for them.
 pack writes DEST/NAME/{q,k,v}.npy (uint8 e4m3 bit patterns, [rows, d]), o.npy (uint8 e4m3 or uint16
-bf16, as captured) and stats.npy (float32 [rows]) and DEST/MANIFEST: per case a line
+bf16, as captured), stats.npy (float32 [rows]), for a case that ran the leading indicator also
+p_bar_ones.npy and max_repeated.npy (int32 [rows]), and DEST/MANIFEST: per case a line
 
     case NAME QUERY_ROWS KEY_ROWS HEAD_DIM CAUSAL DESCALE_Q DESCALE_K DESCALE_V DESCALE_S SCALE_S SCALE_O PRESET
 
@@ -92,7 +93,11 @@ def pack(dest, specs):
         scales = " ".join(f32_hex(arrays[f"{case}/{s}"]) for s in SCALES)
         lines.append(f"case {name} {q.shape[0]} {k.shape[0]} {d} {int(c['causal'])} {scales} {preset_of(c)}")
         lines.append(f"# from {os.path.basename(os.path.normpath(outdir))} case {case} (N {n}, B 1) head {head}")
-        for x, array in (("q", q), ("k", k), ("v", v), ("o", o), ("stats", stats)):
+        files = [("q", q), ("k", k), ("v", v), ("o", o), ("stats", stats)]
+        # The leading indicator of a case that ran it (our kernel's standard cases): int32 per row.
+        files += [(x, arrays[f"{case}/{x}"][0, head][first:first + rows]) for x in ("p_bar_ones", "max_repeated")
+                  if f"{case}/{x}" in arrays]
+        for x, array in files:
             path = os.path.join(dest, name, f"{x}.npy")
             np.save(path, np.ascontiguousarray(array))
             lines.append(f"file {fnv1a64(open(path, 'rb').read()):016x} {name}/{x}.npy")

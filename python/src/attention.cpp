@@ -209,6 +209,7 @@ constexpr std::string_view step_kind_name(attention::traced_step::kind kind) {
   switch (kind) {
     case attention::traced_step::kind::rescale: return "rescale";
     case attention::traced_step::kind::tensor_core: return "tensor_core";
+    case attention::traced_step::kind::block_add: return "block_add";
     case attention::traced_step::kind::normalize: return "normalize";
     case attention::traced_step::kind::combine: return "combine";
     case attention::traced_step::kind::to_bf16: return "to_bf16";

@@ -49,8 +49,8 @@ class model_choice {
   bool stabilized() const {
     return gpu_kernel() ? description().arithmetic.stabilize.has_value() : is(preset_kind::paper_reference_stabilized);
   }
-  // FA2's arithmetic, the one the explanations and the leading indicator follow.
-  bool flash2_arithmetic() const { return gpu_kernel() && has_flash2_arithmetic(description().arithmetic); }
+  // A kernel whose O the explanations trace (explainable: FA2's arithmetic, bf16 or its fp8 recipe).
+  bool explainable_kernel() const { return gpu_kernel() && explainable(description().arithmetic); }
 
  private:
   const preset* named_ = &presets().front();

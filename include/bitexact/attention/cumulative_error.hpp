@@ -106,6 +106,9 @@ inline exact_rational exact_of(float32 x) { return *exact_value_of(fp32, x.bits)
 inline cumulative_error_curve kernel_cumulative_error(const flash_kernel& kernel, const attention_shape& shape,
                                                       std::span<const bfloat16> q, std::span<const bfloat16> k,
                                                       std::span<const bfloat16> v, int row, int col) {
+  if (kernel.pv != pv_accumulation::c_operand)
+    throw std::invalid_argument("kernel_cumulative_error: P V with the running O as C only (pv_accumulation c_operand; "
+                                "fp32_add holds O outside the tensor core's chain)");
   if (kernel.splits != 1)
     throw std::invalid_argument("kernel_cumulative_error: one split only (" + std::to_string(kernel.splits) +
                                 " give no single running O)");

@@ -2,7 +2,9 @@
 // it (flash_forward.hpp), and the computation of one of its output elements
 // as a list of traced roundings: the rescales by alpha, the tensor-core steps
 // of P V, the normalisation, the combine's multiply-adds and the conversion
-// to bf16, each a trace (trace/trace.hpp) that the renderers show.
+// to bf16, each a trace (trace/trace.hpp) that the renderers show. FA2's
+// arithmetic in bf16, or FA2's fp8 recipe (bitexact's FP8 kernel: e4m3 P-bar
+// and V on the fp8 tensor core, 32 products a step).
 //
 // The row is recorded from the events of flash_forward_head; the element's
 // chain is then replayed from those values with a trace_recorder attached,
@@ -38,6 +40,7 @@ struct row_block {
   int ties = 0;
   std::vector<float32> scores, p;
   std::vector<bfloat16> p_bf16;
+  std::vector<float8_e4m3> p_e4m3;  // an fp8 kernel's P-bar, as P V takes it (p_bf16 empty)
   std::array<float32, 4> sums{};
   std::vector<float32> o;  // unnormalised, after the block
 };
@@ -71,6 +74,7 @@ struct row_recorder {
     b.scores.assign(e.scores.begin(), e.scores.end());
     b.p.assign(e.p.begin(), e.p.end());
     b.p_bf16.assign(e.p_bf16.begin(), e.p_bf16.end());
+    b.p_e4m3.assign(e.p_e4m3.begin(), e.p_e4m3.end());
     record.blocks.push_back(std::move(b));
   }
   void on(const output_block_event& e) {
@@ -89,10 +93,10 @@ struct row_recorder {
 
 }  // namespace detail
 
-// Runs the 16-row slab that holds `row` (through every split and the combine)
-// and keeps that row's values. q, k, v: one head, as for flash_forward_head.
-inline row_record record_row(const flash_kernel& kernel, const attention_shape& shape, std::span<const bfloat16> q,
-                             std::span<const bfloat16> k, std::span<const bfloat16> v, int row) {
+namespace detail {
+
+inline row_record record_row_of(const flash_kernel& kernel, const head_operands& head, int row) {
+  const attention_shape& shape = head.shape;
   if (row < 0 || row >= shape.query_rows)
     throw std::invalid_argument("record_row: row " + std::to_string(row) + " is not one of the head's " +
                                 std::to_string(shape.query_rows) + " query rows");
@@ -101,17 +105,35 @@ inline row_record record_row(const flash_kernel& kernel, const attention_shape& 
   record.block_n = kernel.block_n;
   record.splits.resize(static_cast<std::size_t>(kernel.splits));
   for (row_split_end& end : record.splits) end.o.assign(static_cast<std::size_t>(shape.head_dim), float32::zero());
-  detail::row_recorder recorder{record};
-  const detail::event_sinks sinks = detail::sinks_for(recorder);
-  const detail::head_operands head(shape, kernel.block_n, q, k, v);
+  row_recorder recorder{record};
+  const event_sinks sinks = sinks_for(recorder);
   const std::size_t d = static_cast<std::size_t>(shape.head_dim), rows = static_cast<std::size_t>(shape.query_rows);
   std::vector<bfloat16> o(rows * d);
   std::vector<float32> lse(rows);
-  detail::run_slab<bfloat16>(kernel, head, row / 16 * 16, o, lse, &sinks);
+  run_slab<bfloat16>(kernel, head, row / 16 * 16, o, lse, &sinks);
   const std::size_t at = static_cast<std::size_t>(row);
   record.o.assign(o.begin() + static_cast<std::ptrdiff_t>(at * d), o.begin() + static_cast<std::ptrdiff_t>((at + 1) * d));
   record.lse = lse[at];
   return record;
+}
+
+}  // namespace detail
+
+// Runs the 16-row slab that holds `row` (through every split and the combine)
+// and keeps that row's values. q, k, v: one head, as for flash_forward_head.
+inline row_record record_row(const flash_kernel& kernel, const attention_shape& shape, std::span<const bfloat16> q,
+                             std::span<const bfloat16> k, std::span<const bfloat16> v, int row) {
+  detail::check_head(kernel, shape, q.size(), k.size(), v.size(), q.size(), static_cast<std::size_t>(shape.query_rows));
+  return detail::record_row_of(kernel, detail::head_operands(shape, kernel.block_n, q, k, v), row);
+}
+
+// The same for an fp8 kernel that writes bf16 O (FA2's fp8 recipe): q, k, v
+// its inputs' bit patterns.
+inline row_record record_row(const flash_kernel& kernel, const attention_shape& shape, std::span<const std::uint8_t> q,
+                             std::span<const std::uint8_t> k, std::span<const std::uint8_t> v, int row) {
+  detail::check_head(kernel, shape, q.size(), k.size(), v.size(), q.size(), static_cast<std::size_t>(shape.query_rows),
+                     true);
+  return detail::record_row_of(kernel, detail::head_operands(shape, kernel.block_n, kernel.inputs, q, k, v), row);
 }
 
 // One rounding in the computation of an output element.
@@ -119,6 +141,7 @@ struct traced_step {
   enum class kind {
     rescale,      // O times alpha before a block's P V
     tensor_core,  // one fused step of P V: keys [first_key, first_key + products)
+    block_add,    // pv_accumulation fp32_add: O plus the block's P V, which ran from +0
     normalize,    // O times RN(1 / row sum), at the end of a split
     combine,      // the combine kernel's multiply-add of one split's O
     to_bf16,      // the conversion of the result
@@ -149,14 +172,34 @@ value<F> checked(const trace& record, value<F> expected, const char* what) {
 
 }  // namespace detail
 
-// The computation of O[row][col] from the row's record and the head's V,
-// every rounding traced. V past the last key is zero, as in the kernel.
-inline element_trace trace_output_element(const flash_kernel& kernel, const attention_shape& shape,
-                                          const row_record& record, std::span<const bfloat16> v, int col) {
+namespace detail {
+
+// V's column c of one block, keys [first_key, first_key + n), as P V's B
+// takes it: elements of format F (bf16, or an fp8 kernel's input format from
+// its bit patterns); keys past the end are zero, as the kernel clears them.
+template <format F, class Element>
+std::vector<value<F>> block_column(std::span<const Element> v, const attention_shape& shape, int first_key,
+                                   std::size_t n, std::size_t c) {
+  const std::size_t d = static_cast<std::size_t>(shape.head_dim);
+  std::vector<value<F>> column(n, value<F>::zero());
+  for (std::size_t j = 0; j < n; ++j) {
+    const std::size_t key = static_cast<std::size_t>(first_key) + j;
+    if (key >= static_cast<std::size_t>(shape.key_rows)) continue;
+    if constexpr (std::is_same_v<Element, bfloat16>) column[j] = v[key * d + c];
+    else column[j] = value<F>::from_bits(v[key * d + c]);
+  }
+  return column;
+}
+
+// trace_output_element for V of format F (bf16, or an fp8 kernel's input
+// format), its elements given as Element (bfloat16, or fp8 bit patterns).
+template <format F, class Element>
+element_trace trace_output_element_of(const flash_kernel& kernel, const attention_shape& shape, const row_record& record,
+                                      std::span<const Element> v, int col) {
   if (col < 0 || col >= shape.head_dim)
     throw std::invalid_argument("trace_output_element: column " + std::to_string(col) + " is not one of the " +
                                 std::to_string(shape.head_dim) + " columns");
-  const std::size_t d = static_cast<std::size_t>(shape.head_dim), c = static_cast<std::size_t>(col);
+  const std::size_t c = static_cast<std::size_t>(col);
   const auto gpu = ptx::gpu_environment();
   element_trace result{record.row, col, {}};
   const auto add_step = [&](traced_step::kind what, int split, int block, int first_key, trace record_of_step) {
@@ -164,6 +207,7 @@ inline element_trace trace_output_element(const flash_kernel& kernel, const atte
     return &result.steps.back().record;
   };
   const std::size_t per_step = static_cast<std::size_t>(kernel.tensor_core.products_per_step);
+  const bool as_c = kernel.pv == pv_accumulation::c_operand;
   for (std::size_t s = 0; s < record.splits.size(); ++s) {
     const int split = static_cast<int>(s);
     float32 acc = float32::zero();
@@ -174,19 +218,30 @@ inline element_trace trace_output_element(const flash_kernel& kernel, const atte
         acc = rescaled.result;
         add_step(traced_step::kind::rescale, split, b.block, 0, std::move(step));
       }
-      std::vector<bfloat16> column(b.p_bf16.size(), bfloat16::zero());
-      for (std::size_t j = 0; j < column.size(); ++j) {
-        const std::size_t key = static_cast<std::size_t>(b.first_key) + j;
-        if (key < static_cast<std::size_t>(shape.key_rows)) column[j] = v[key * d + c];
-      }
-      for (std::size_t j = 0; j < column.size(); j += per_step) {
-        const std::size_t n = std::min(per_step, column.size() - j);
-        auto [sum, step] = traced([&](auto& recorder) {
-          return fused_multiply_add_step<fp32, bf16>(kernel.tensor_core, std::span<const bfloat16>(b.p_bf16).subspan(j, n),
-                                                     std::span<const bfloat16>(column).subspan(j, n), acc, recorder);
-        });
+      // P-bar as P V takes it: bf16, or an fp8 kernel's e4m3.
+      const auto pv_steps = [&](auto p_bar) {
+        constexpr format P = decltype(p_bar)::value_type::fmt;
+        const std::vector<value<F>> column = block_column<F>(v, shape, b.first_key, p_bar.size(), c);
+        float32 chain = as_c ? acc : float32::zero();
+        for (std::size_t j = 0; j < column.size(); j += per_step) {
+          const std::size_t n = std::min(per_step, column.size() - j);
+          auto [sum, step] = traced([&](auto& recorder) {
+            return fused_multiply_add_step<fp32, P, F>(kernel.tensor_core, p_bar.subspan(j, n),
+                                                       std::span<const value<F>>(column).subspan(j, n), chain, recorder);
+          });
+          chain = sum.result;
+          add_step(traced_step::kind::tensor_core, split, b.block, b.first_key + static_cast<int>(j), std::move(step));
+        }
+        return chain;
+      };
+      const float32 chain = b.p_e4m3.empty() ? pv_steps(std::span<const bfloat16>(b.p_bf16))
+                                             : pv_steps(std::span<const float8_e4m3>(b.p_e4m3));
+      if (as_c) {
+        acc = chain;
+      } else {
+        auto [sum, step] = traced([&](auto& recorder) { return add(acc, chain, gpu, recorder); });
         acc = sum.result;
-        add_step(traced_step::kind::tensor_core, split, b.block, b.first_key + static_cast<int>(j), std::move(step));
+        add_step(traced_step::kind::block_add, split, b.block, 0, std::move(step));
       }
       if (acc.bits != b.o[c].bits)
         throw std::logic_error("trace_output_element: the traced P V steps disagree with the emulator's O");
@@ -194,7 +249,7 @@ inline element_trace trace_output_element(const flash_kernel& kernel, const atte
     const row_split_end& end = record.splits[s];
     if (!end.ran) continue;
     auto [normalized, step] = traced([&](auto& recorder) { return mul(acc, end.inverse, gpu, recorder); });
-    detail::checked(*add_step(traced_step::kind::normalize, split, -1, 0, std::move(step)), end.o[c], "normalisation");
+    checked(*add_step(traced_step::kind::normalize, split, -1, 0, std::move(step)), end.o[c], "normalisation");
     (void)normalized;
   }
   float32 final_value{};
@@ -205,7 +260,7 @@ inline element_trace trace_output_element(const flash_kernel& kernel, const atte
     float32 acc = float32::zero();
     for (std::size_t s = 0; s < record.splits.size(); ++s) {
       const row_split_end& end = record.splits[s];
-      const float32 split_lse = end.ran ? end.lse : detail::negative_infinity;
+      const float32 split_lse = end.ran ? end.lse : negative_infinity;
       const float32 scale = ptx::expf_libdevice(ptx::sub_f32(split_lse, record.lse));
       auto [sum, step] = traced([&](auto& recorder) { return fma(scale, end.o[c], acc, gpu, recorder); });
       acc = sum.result;
@@ -214,9 +269,30 @@ inline element_trace trace_output_element(const flash_kernel& kernel, const atte
     final_value = acc;
   }
   auto [converted, step] = traced([&](auto& recorder) { return convert<bf16>(final_value, gpu, recorder); });
-  detail::checked(*add_step(traced_step::kind::to_bf16, 0, -1, 0, std::move(step)), record.o[c], "conversion to bf16");
+  checked(*add_step(traced_step::kind::to_bf16, 0, -1, 0, std::move(step)), record.o[c], "conversion to bf16");
   (void)converted;
   return result;
+}
+
+}  // namespace detail
+
+// The computation of O[row][col] from the row's record and the head's V,
+// every rounding traced. V past the last key is zero, as in the kernel.
+inline element_trace trace_output_element(const flash_kernel& kernel, const attention_shape& shape,
+                                          const row_record& record, std::span<const bfloat16> v, int col) {
+  if (is_fp8(kernel.inputs))
+    throw std::invalid_argument("trace_output_element: the kernel takes " + std::string(name_of(kernel.inputs)) +
+                                " V, not bf16");
+  return detail::trace_output_element_of<bf16>(kernel, shape, record, v, col);
+}
+
+// The same for an fp8 kernel of FA2's recipe: v its input format's bit patterns.
+inline element_trace trace_output_element(const flash_kernel& kernel, const attention_shape& shape,
+                                          const row_record& record, std::span<const std::uint8_t> v, int col) {
+  if (!is_fp8(kernel.inputs)) throw std::invalid_argument("trace_output_element: the kernel takes bf16 V, not fp8 bits");
+  return detail::with_fp8_inputs(kernel.inputs, [&](auto tag) {
+    return detail::trace_output_element_of<decltype(tag)::fmt>(kernel, shape, record, v, col);
+  });
 }
 
 // The computation of the score S[row][key] (before any scale), every
@@ -226,6 +302,9 @@ inline element_trace trace_output_element(const flash_kernel& kernel, const atte
 inline std::vector<trace> trace_score_element(const flash_kernel& kernel, const attention_shape& shape,
                                               const row_record& record, std::span<const bfloat16> q,
                                               std::span<const bfloat16> k, int key) {
+  if (is_fp8(kernel.inputs))
+    throw std::invalid_argument("trace_score_element: traces bf16 kernels' scores, not " +
+                                std::string(name_of(kernel.inputs)) + " ones");
   const row_block* block = nullptr;
   for (const row_block& b : record.blocks)
     if (key >= b.first_key && key < b.first_key + static_cast<int>(b.scores.size())) block = &b;

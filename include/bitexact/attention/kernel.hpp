@@ -201,14 +201,35 @@ struct flash_kernel {
 // The format an fp8 call's tensors take: e4m3 or e5m2.
 inline bool is_fp8(format f) { return f == e4m3 || f == e5m2; }
 
-// FlashAttention-2's arithmetic throughout: the models built on its structure
-// (explain.hpp, rounding_sites.hpp, repeated_max.hpp) take only these.
-inline bool has_flash2_arithmetic(const flash_kernel& kernel) {
+namespace detail {
+
+// FA2's softmax, row sums, normalisation and L, whatever the inputs.
+inline bool has_flash2_fields(const flash_kernel& kernel) {
   return kernel.order == block_order::last_to_first && kernel.placement == scale_placement::exponent &&
          kernel.max_in == max_units::scores && kernel.exponential == exponential_unit::ex2_approx_f32 &&
          kernel.row_sum == row_sum_rule::thread_partials_across_blocks &&
          kernel.masked_max == masked_max_rule::flash2 && kernel.normalize == normalization::reciprocal_then_multiply &&
-         kernel.lse == lse_formula::flash2 && kernel.inputs == bf16;
+         kernel.lse == lse_formula::flash2;
+}
+
+}  // namespace detail
+
+// FlashAttention-2's arithmetic throughout, in bf16: the models built on its
+// structure (rounding_sites.hpp, repeated_max.hpp) take only these.
+inline bool has_flash2_arithmetic(const flash_kernel& kernel) {
+  return detail::has_flash2_fields(kernel) && kernel.inputs == bf16;
+}
+
+// FA2's arithmetic on fp8 inputs with bf16 O: bitexact's FP8 kernel
+// (check_flash2_fp8_recipe), P-bar e4m3 on the fp8 tensor core.
+inline bool has_flash2_fp8_recipe(const flash_kernel& kernel) {
+  return detail::has_flash2_fields(kernel) && is_fp8(kernel.inputs) && kernel.o_format == bf16;
+}
+
+// The kernels whose elements of O an explanation traces (attention/explain.hpp):
+// FA2's arithmetic, in bf16 or as its fp8 recipe.
+inline bool explainable(const flash_kernel& kernel) {
+  return has_flash2_arithmetic(kernel) || has_flash2_fp8_recipe(kernel);
 }
 
 namespace detail {

@@ -338,11 +338,16 @@ inline std::string autocast_preset_names() {
   });
 }
 
-// The GPU kernels with FA2's arithmetic: those the explanations and the leading indicator follow.
+// The GPU kernels with FA2's arithmetic in bf16: those the leading indicator follows.
 inline std::string flash2_preset_names() {
   return preset_names_where([](const preset& p) {
     return p.description && has_flash2_arithmetic(p.description().arithmetic);
   });
+}
+
+// The GPU kernels whose O the explanations trace (explainable).
+inline std::string explainable_preset_names() {
+  return preset_names_where([](const preset& p) { return p.description && explainable(p.description().arithmetic); });
 }
 
 // The preset called name; std::invalid_argument listing the names otherwise.

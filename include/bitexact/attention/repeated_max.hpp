@@ -280,4 +280,58 @@ inline std::vector<repeated_max_counts> count_repeated_maxima_per_head(const fla
   return counts;
 }
 
+// The FP8 kernel's indicator (FA2's fp8 recipe; flash_forward_fp8 with
+// indicator=True), row by row, from the emulator's own values of one head
+// (q, k, v its inputs' bit patterns): (a) as above on the row's raw scores,
+// the tie test taking the kernel's scale (the descaled one), and (b) the keys
+// whose e4m3 P-bar equals the row max's, e4m3(RN(1 * scale_s)), over the row's
+// blocks (one split; at_final_max: those computed with the final running max).
+// The emulator runs the whole head on one thread (an observer of every block).
+inline std::vector<row_repeated_max> fp8_repeated_max_rows(const flash_kernel& kernel, const attention_shape& shape,
+                                                           std::span<const std::uint8_t> q,
+                                                           std::span<const std::uint8_t> k,
+                                                           std::span<const std::uint8_t> v,
+                                                           std::optional<float32> epsilon = std::nullopt) {
+  if (!has_flash2_fp8_recipe(kernel))
+    throw std::invalid_argument("fp8_repeated_max_rows: the indicator of FA2's fp8 recipe (bitexact_flash_fp8_sm90 "
+                                "presets), which this kernel does not compute with");
+  const float32 tie_epsilon = epsilon ? *epsilon : kernel.stabilize ? kernel.stabilize->epsilon : stabilized_max{}.epsilon;
+  const float8_e4m3 max_p_bar = ptx::cvt_rn_satfinite_e4m3_f32(kernel.p_scale);
+  const std::size_t rows = static_cast<std::size_t>(shape.query_rows), keys = static_cast<std::size_t>(shape.key_rows);
+  std::vector<row_repeated_max> counts(rows);
+  std::vector<float32> scores(rows * keys, detail::negative_infinity), running_max(rows, detail::negative_infinity);
+  std::vector<bool> seen(rows, false);
+  struct observer {
+    const flash_kernel& kernel;
+    float8_e4m3 max_p_bar;
+    std::size_t keys;
+    std::vector<row_repeated_max>& counts;
+    std::vector<float32>& scores;
+    std::vector<float32>& running_max;
+    std::vector<bool>& seen;
+    void on(const softmax_block_event& e) {
+      const std::size_t row = static_cast<std::size_t>(e.row);
+      int ones = 0;
+      for (const float8_e4m3 p : e.p_e4m3) ones += p.bits == max_p_bar.bits;
+      row_repeated_max& c = counts[row];
+      c.p_bar_ones += ones;
+      // A new running max rescales the earlier P-bar by alpha: they are no longer the max's.
+      if (!seen[row] || !(to_host(e.running_max) == to_host(running_max[row]))) c.p_bar_ones_at_final_max = 0;
+      c.p_bar_ones_at_final_max += ones;
+      seen[row] = true, running_max[row] = e.running_max;
+      const std::size_t first = static_cast<std::size_t>(e.block) * static_cast<std::size_t>(kernel.block_n);
+      for (std::size_t j = 0; j < e.scores.size() && first + j < keys; ++j) scores[row * keys + first + j] = e.scores[j];
+    }
+  } watch{kernel, max_p_bar, keys, counts, scores, running_max, seen};
+  std::vector<bfloat16> o(rows * static_cast<std::size_t>(shape.head_dim));
+  std::vector<float32> lse(rows);
+  flash_forward_head(kernel, shape, q, k, v, std::span<bfloat16>(o), std::span<float32>(lse), watch);
+  for (std::size_t row = 0; row < rows; ++row) {
+    const std::size_t visible = static_cast<std::size_t>(std::max(0, visible_keys(kernel, shape, static_cast<int>(row))));
+    counts[row].max_repeated =
+        detail::max_repeated(kernel, tie_epsilon, std::span<const float32>(scores).subspan(row * keys, visible));
+  }
+  return counts;
+}
+
 }  // namespace bitexact::attention

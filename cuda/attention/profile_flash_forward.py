@@ -11,7 +11,8 @@ no mask), for Nsight Compute on the device machine; docs/performance.md's
         python3 cuda/attention/profile_flash_forward.py HEAD_DIM RULE STRUCTURE
 
 HEAD_DIM 64 or 128; RULE 0 (standard), 1 (stabilized), 2 (across blocks);
-STRUCTURE wgmma (default) or fa2 (bitexact.torch.STRUCTURES).
+STRUCTURE wgmma (default) or fa2 (bitexact.torch.STRUCTURES), or fp8: our FP8 kernel
+(flash_forward_fp8) on the same inputs quantised to e4m3 (its V^T pass is another kernel).
 """
 import os
 import sys
@@ -25,6 +26,12 @@ if len(sys.argv) not in (3, 4):
 d, rule = int(sys.argv[1]), int(sys.argv[2])
 structure = sys.argv[3] if len(sys.argv) == 4 else "wgmma"
 q, k, v = (torch.randn(4, 16, 4096, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+if structure == "fp8":
+    (q, dq), (k, dk), (v, dv) = (bitexact_torch.quantise_e4m3(x) for x in (q, k, v))
 for _ in range(3):
-    bitexact_torch.flash_forward(q, k, v, False, d ** -0.5, rule, 2.0, 1e-3, structure)
+    if structure == "fp8":
+        bitexact_torch.flash_forward_fp8(q, k, v, False, d ** -0.5, dq, dk, dv, 256.0, 1.0 / 256, 1.0, rule, 2.0,
+                                         1e-3, False)
+    else:
+        bitexact_torch.flash_forward(q, k, v, False, d ** -0.5, rule, 2.0, 1e-3, structure)
 torch.cuda.synchronize()

@@ -54,11 +54,13 @@ __device__ __forceinline__ void wgmma_rs_b_mn_major(float (&d)[N / 8][4], const 
 // both operands K-major, as fp8 wgmma requires. wgmma_ss_e4m3 as wgmma_ss;
 // wgmma_rs_e4m3: A from registers, each word four e4m3 of one row (words 0
 // and 2 row g, 1 and 3 row g + 8 of the warp's 16; columns 4t..4t + 3,
-// then 16 + 4t..), B [N][32] from shared memory; it always reads the accumulator.
+// then 16 + 4t..), B [N][32] from shared memory; it reads the accumulator
+// when accumulate is true, as wgmma_ss.
 template <int N>
 __device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[N / 8][4], uint64_t a, uint64_t b, bool accumulate);
 template <int N>
-__device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t b);
+__device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t b,
+                                              bool accumulate);
 // Tells the compiler the registers change under it (wgmma writes them
 // asynchronously): no read or write of them moves across this point.
 template <int N>
@@ -120,11 +122,12 @@ __device__ __forceinline__ void wgmma_ss_e4m3<64>(float (&d)[8][4], uint64_t a, 
 }
 
 template <>
-__device__ __forceinline__ void wgmma_rs_e4m3<64>(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b) {
-  asm volatile("{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, 1, 0;\n"
+__device__ __forceinline__ void wgmma_rs_e4m3<64>(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b,
+                                                  bool accumulate) {
+  asm volatile("{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %37, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " HOPPER_D_64 ", {%32, %33, %34, %35}, %36, accumulate, 1, 1;\n}\n"
                : HOPPER_ACCUMULATORS_64(d)
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(uint32_t(accumulate)));
 }
 
 template <>
@@ -157,11 +160,12 @@ __device__ __forceinline__ void wgmma_ss_e4m3<128>(float (&d)[16][4], uint64_t a
 }
 
 template <>
-__device__ __forceinline__ void wgmma_rs_e4m3<128>(float (&d)[16][4], const uint32_t (&a)[4], uint64_t b) {
-  asm volatile("{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, 1, 0;\n"
+__device__ __forceinline__ void wgmma_rs_e4m3<128>(float (&d)[16][4], const uint32_t (&a)[4], uint64_t b,
+                                                  bool accumulate) {
+  asm volatile("{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %69, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " HOPPER_D_128 ", {%64, %65, %66, %67}, %68, accumulate, 1, 1;\n}\n"
                : HOPPER_ACCUMULATORS_128(d)
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(uint32_t(accumulate)));
 }
 
 template <>

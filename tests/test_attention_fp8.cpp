@@ -182,9 +182,9 @@ TEST_SUITE("attention") {
     MESSAGE(fp8_cases(ours_dir).size() << " cases: " << count.o << " O elements, " << count.o_missed
                                        << " mismatches; " << count.stats << " L, " << count.stats_missed
                                        << " mismatches");
-    CHECK(fp8_cases(ours_dir).size() == 15);
-    CHECK(count.o == 114688);
-    CHECK(count.stats == 1376);
+    CHECK(fp8_cases(ours_dir).size() == 18);
+    CHECK(count.o == 139264);
+    CHECK(count.stats == 1696);
     CHECK(count.o_missed == 0);
     CHECK(count.stats_missed == 0);
   }
@@ -197,7 +197,10 @@ TEST_SUITE("attention") {
       const auto q = std::span<const std::uint8_t>(c.q), k = std::span<const std::uint8_t>(c.k),
                  v = std::span<const std::uint8_t>(c.v);
       const std::size_t d = static_cast<std::size_t>(c.shape.head_dim);
-      for (const pv_accumulation pv : {pv_accumulation::c_operand, pv_accumulation::fp32_add}) {
+      // The preset's own P V (its GPU bits), then the other one.
+      const pv_accumulation own = find_kernel(c.preset).arithmetic.pv;
+      const pv_accumulation other = own == pv_accumulation::c_operand ? pv_accumulation::fp32_add : pv_accumulation::c_operand;
+      for (const pv_accumulation pv : {own, other}) {
         kernel_description description = find_kernel(c.preset);
         description.arithmetic.pv = pv;
         const flash_kernel kernel = resolve(description, c.shape, scales_of(c));
@@ -220,20 +223,19 @@ TEST_SUITE("attention") {
             CHECK(tensor_core == pv_steps);
             CHECK(block_adds == (pv == pv_accumulation::fp32_add ? static_cast<int>(record.blocks.size()) : 0));
             steps += t.steps.size();
-            if (pv == pv_accumulation::fp32_add) {
-              ++promoted;
-              continue;
-            }
+            promoted += pv == pv_accumulation::fp32_add;
+            if (pv != own) continue;
             CHECK(t.steps.back().record.result_bits == c.o[static_cast<std::size_t>(row) * d + static_cast<std::size_t>(col)]);
             ++elements;
           }
         }
       }
     }
-    MESSAGE(elements << " elements of the captures traced to the GPU's bits, " << promoted
-                     << " through the promoted description, " << steps << " steps replayed");
-    CHECK(elements == 15 * 9);
-    CHECK(promoted == 15 * 9);
+    MESSAGE(elements << " elements of the captures traced to the GPU's bits under their presets and again "
+                     << "under the other pv_accumulation (" << promoted << " traces with fp32_add), " << steps
+                     << " steps replayed");
+    CHECK(elements == 18 * 9);
+    CHECK(promoted == 18 * 9);
   }
 
   TEST_CASE("fp8 indicator: the GPU's leading indicator per row equals the emulator's (the standard cases)") {
@@ -264,8 +266,8 @@ TEST_SUITE("attention") {
     CHECK(ones_missed == 0);
     CHECK(repeated_missed == 0);
     if (!other) {
-      CHECK(cases == 8);
-      CHECK(rows == 128 + 320 + 32 * 6);
+      CHECK(cases == 11);
+      CHECK(rows == 128 + 320 + 32 * 6 + 32 + 256 + 32);
       CHECK(rows_twice > 0);
       CHECK(rows_repeated >= 32);  // the ties head: every row
     }
@@ -314,7 +316,7 @@ TEST_SUITE("attention") {
           compared += one.first.size() + one.second.size();
         }
       }
-    CHECK(compared == 3 * (176128 + 1856 + 114688 + 1376));
+    CHECK(compared == 3 * (176128 + 1856 + 139264 + 1696));
   }
 
   struct ablation {
@@ -355,7 +357,12 @@ TEST_SUITE("attention") {
         {"FA2's blocks of 64 keys at d 128", [](kernel_description& d) { d.tiles[128].block_n = 64; }, {}},
         {"blocks of 64 keys at d 64", [](kernel_description& d) { d.tiles[64].block_n = 64; }, {}},
         {"the exponent as FA2's FMUL then FADD", [](kernel_description& d) { d.arithmetic.unfused_scale = true; }, {}},
-        {"P V added after the fp8 unit", [](kernel_description& d) { d.arithmetic.pv = pv_accumulation::fp32_add; }, {}},
+        {"the other P V: added after the fp8 unit, or (pv_fp32_add presets) O as its C",
+         [](kernel_description& d) {
+           d.arithmetic.pv = d.arithmetic.pv == pv_accumulation::c_operand ? pv_accumulation::fp32_add
+                                                                            : pv_accumulation::c_operand;
+         },
+         {}},
         {"P-bar without scale_s (P's e4m3 from P itself)", {}, [](flash_kernel& k) { k.p_scale = from_host(1.0f); }},
         {"the fp8 unit without its E8M13 rounding", {},
          [](flash_kernel& k) { k.tensor_core.rounds_to_e8m13 = false; }},

@@ -13,12 +13,15 @@ cases set scale_s 1 (P-bar near zero rounds to 0), scale_o 2 and descale_s 1/64.
 into outputs that start as different garbage, and the two runs' bits are compared.
 
     python3 cuda/attention/capture_flash_fp8.py --generator OUTDIR
+    python3 cuda/attention/capture_flash_fp8.py [--generator] --pv-fp32-add OUTDIR
 
 runs instead the scenario generator's heads (synthetic_heads.py, as `bitexact bias statistics --inputs
 e4m3` draws them: d 64 and 128, 512 keys, 32 query rows, each maximum kind and placement, 1, 8 and 64
 ties, V of mean -1 and +1), one call per head and rule, each head's Q, K and V quantised per tensor, into
 probe_gen_d{64,128}_rule{0,1,2}.npz of the same layout; facts.json adds per (head dim, rule) O's mean
-error toward zero against an fp64 softmax of the dequantised inputs.
+error toward zero against an fp64 softmax of the dequantised inputs. --pv-fp32-add runs the kernel's
+pv_fp32_add variant (each K/V block's P V from +0, then one FADD into O; the preset
+bitexact_flash_fp8_sm90_pv_fp32_add) in place of the standard kernel, on the standard cases only.
 
 OUTDIR gets probe_d64.npz and probe_d128.npz (per case NAME: NAME/q, NAME/k, NAME/v uint8 e4m3 bit patterns
 [1, H, N, d]; NAME/o uint16 bf16 bit patterns [1, H, N, d]; NAME/stats float32 [1, H, N], L in natural-log
@@ -40,6 +43,13 @@ import bitexact.torch  # noqa: F401 (PYTHONPATH=build/python, or pip install): l
 
 PRESETS = ("bitexact_flash_fp8_sm90", "bitexact_flash_fp8_sm90_stabilized",
            "bitexact_flash_fp8_sm90_stabilized_across_blocks")
+PV_FP32_ADD = "--pv-fp32-add" in sys.argv  # the variant, standard rule only
+RULES = (0,) if PV_FP32_ADD else (0, 1, 2)
+SUFFIX = "_pv_fp32_add" if PV_FP32_ADD else ""  # case names, distinct from the standard capture's
+
+
+def preset(rule):
+    return "bitexact_flash_fp8_sm90_pv_fp32_add" if PV_FP32_ADD else PRESETS[rule]
 E4M3_MAX = 448.0
 
 
@@ -54,16 +64,16 @@ def cases():
     for d in (64, 128):
         for n in (256, 1000, 2048):
             for causal in (False, True):
-                for rule in range(3):
+                for rule in RULES:
                     if n == 2048 and rule != 0:
                         continue
                     heads = 2 if n == 256 else 1  # probe_d128.npz stays under the device tool's 16 MiB
-                    yield dict(name=f"d{d}_n{n}_{'causal' if causal else 'full'}_rule{rule}", d=d, n=n, heads=heads,
-                               causal=causal, rule=rule, kind="plain")
+                    name = f"d{d}_n{n}_{'causal' if causal else 'full'}_rule{rule}{SUFFIX}"
+                    yield dict(name=name, d=d, n=n, heads=heads, causal=causal, rule=rule, kind="plain")
         for kind in ("ties", "sharp", "scale_s_1", "scale_o_2"):
-            for rule in range(3) if kind == "ties" else (0,):
-                yield dict(name=f"d{d}_n1000_full_rule{rule}_{kind}", d=d, n=1000, heads=1, causal=False, rule=rule,
-                           kind=kind)
+            for rule in RULES if kind == "ties" else (0,):
+                yield dict(name=f"d{d}_n1000_full_rule{rule}_{kind}{SUFFIX}", d=d, n=1000, heads=1, causal=False,
+                           rule=rule, kind=kind)
 
 
 def inputs(case, gen):
@@ -84,7 +94,7 @@ def run_case(a, name, q8, k8, v8, causal, scale, scales, rule, indicator):
     indicator pass's (p_bar_ones, max_repeated) after checking it gives the plain pass's O and L."""
     args = (q8, k8, v8, causal, scale, scales["descale_q"], scales["descale_k"], scales["descale_v"],
             scales["scale_s"], scales["descale_s"], scales["scale_o"], rule, 2.0, 1e-3)
-    o, lse, _, _ = torch.ops.bitexact.flash_forward_fp8(*args, False)
+    o, lse, _, _ = torch.ops.bitexact.flash_forward_fp8(*args, False, PV_FP32_ADD)
     a[f"{name}/q"], a[f"{name}/k"], a[f"{name}/v"] = (x.view(torch.uint8).cpu().numpy() for x in (q8, k8, v8))
     a[f"{name}/o"] = o.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
     a[f"{name}/stats"] = lse.cpu().numpy()
@@ -92,7 +102,7 @@ def run_case(a, name, q8, k8, v8, causal, scale, scales, rule, indicator):
         a[f"{name}/{key}"] = np.float32(value)
     if not indicator:
         return o, None
-    oi, lsei, ones, repeated = torch.ops.bitexact.flash_forward_fp8(*args, True)
+    oi, lsei, ones, repeated = torch.ops.bitexact.flash_forward_fp8(*args, True, PV_FP32_ADD)
     same = bool(torch.equal(oi.view(torch.int16), o.view(torch.int16)) and
                 torch.equal(lsei.view(torch.int32), lse.view(torch.int32)))
     a[f"{name}/p_bar_ones"] = ones.cpu().numpy()
@@ -106,7 +116,7 @@ def generator(outdir, facts):
     import synthetic_heads
     cells = synthetic_heads.cells((64, 128), (512,), synthetic_heads.MAX_KINDS, synthetic_heads.PLACEMENTS,
                                   (1, 8, 64), (-1.0, 1.0), 32)
-    arrays = {(d, rule): {} for d in (64, 128) for rule in range(3)}
+    arrays = {(d, rule): {} for d in (64, 128) for rule in RULES}
     toward_zero = {key: [0.0, 0.0] for key in arrays}  # sum of -sign(ref)(o - ref), sum of |ref|
     for h, cell in enumerate(cells):
         q, k, v = (x[None, None].float() for x in synthetic_heads.make_head_torch(cell, 1, h, "cuda")[:3])
@@ -116,19 +126,19 @@ def generator(outdir, facts):
         scales = dict(descale_q=dq, descale_k=dk, descale_v=dv, scale_s=256.0, descale_s=1.0 / 256, scale_o=1.0)
         qf, kf, vf = (x.double() * s for x, s in ((q8, dq), (k8, dk), (v8, dv)))
         reference = torch.softmax((qf @ kf.transpose(-1, -2)) * scale, -1) @ vf
-        for rule in range(3):
+        for rule in RULES:
             name = (f"gen_d{d}_k{cell['keys']}_{cell['max_kind']}_{cell['placement']}_t{cell['ties']}"
-                    f"_v{cell['v_mean']:+g}_rule{rule}")
+                    f"_v{cell['v_mean']:+g}_rule{rule}{SUFFIX}")
             o, same = run_case(arrays[(d, rule)], name, q8, k8, v8, False, scale, scales, rule, rule == 0)
             error = -(torch.sign(reference) * (o.double() - reference))
             toward_zero[(d, rule)][0] += float(error.sum())
             toward_zero[(d, rule)][1] += float(reference.abs().sum())
             record = dict(name=name, d=d, n=cell["keys"], heads=1, causal=False, rule=rule, kind="generator",
-                          cell=cell, preset=PRESETS[rule], scales={x: float(np.float32(y)) for x, y in scales.items()})
+                          cell=cell, preset=preset(rule), scales={x: float(np.float32(y)) for x, y in scales.items()})
             if same is not None:
                 record["indicator_pass_identical"] = same
             facts["cases"].append(record)
-        print(f"{h + 1}/{len(cells)} {name[:-6]}", flush=True)
+        print(f"{h + 1}/{len(cells)} {name}", flush=True)
     for (d, rule), a in arrays.items():
         np.savez(os.path.join(outdir, f"probe_gen_d{d}_rule{rule}.npz"), **a)
         error, size = toward_zero[(d, rule)]
@@ -137,13 +147,14 @@ def generator(outdir, facts):
 
 
 def main():
-    generate = sys.argv[1] == "--generator"
+    generate = "--generator" in sys.argv
     outdir = sys.argv[-1]
     os.makedirs(outdir, exist_ok=True)
     gen = torch.Generator(device="cuda").manual_seed(2026)
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                          capture_output=True, text=True).stdout.strip()
-    facts = {"gpu": smi, "torch": torch.__version__, "cuda": torch.version.cuda, "cases": []}
+    facts = {"gpu": smi, "torch": torch.__version__, "cuda": torch.version.cuda, "pv_fp32_add": PV_FP32_ADD,
+             "cases": []}
     if generate:
         generator(outdir, facts)
         with open(os.path.join(outdir, "facts.json"), "w") as f:
@@ -162,8 +173,8 @@ def main():
         args = (q, k, v, case["causal"], scale, scales["descale_q"], scales["descale_k"], scales["descale_v"],
                 scales["scale_s"], scales["descale_s"], scales["scale_o"], case["rule"], 2.0, 1e-3)
         torch.empty(1 << 26, device="cuda").fill_(float("nan"))  # garbage where the next outputs may land
-        o, lse, _, _ = torch.ops.bitexact.flash_forward_fp8(*args, False)
-        o2, lse2, _, _ = torch.ops.bitexact.flash_forward_fp8(*args, False)
+        o, lse, _, _ = torch.ops.bitexact.flash_forward_fp8(*args, False, PV_FP32_ADD)
+        o2, lse2, _, _ = torch.ops.bitexact.flash_forward_fp8(*args, False, PV_FP32_ADD)
         torch.cuda.synchronize()
         same = bool(torch.equal(o.view(torch.int16), o2.view(torch.int16)) and
                     torch.equal(lse.view(torch.int32), lse2.view(torch.int32)))
@@ -183,10 +194,10 @@ def main():
         a[f"{name}/stats"] = lse.cpu().numpy()
         for key, value in scales.items():
             a[f"{name}/{key}"] = np.float32(value)
-        record = dict(case, preset=PRESETS[case["rule"]], runs_identical=same, max_relative_error=error,
+        record = dict(case, preset=preset(case["rule"]), runs_identical=same, max_relative_error=error,
                       scales={key: float(np.float32(value)) for key, value in scales.items()})
         if case["rule"] == 0:
-            oi, lsei, ones, repeated = torch.ops.bitexact.flash_forward_fp8(*args, True)
+            oi, lsei, ones, repeated = torch.ops.bitexact.flash_forward_fp8(*args, True, PV_FP32_ADD)
             record["indicator_pass_identical"] = bool(torch.equal(oi.view(torch.int16), o.view(torch.int16)) and
                                                       torch.equal(lsei.view(torch.int32), lse.view(torch.int32)))
             a[f"{name}/p_bar_ones"] = ones.cpu().numpy()

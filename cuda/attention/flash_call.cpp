@@ -33,6 +33,7 @@ const char* call_refusal(const call& c) {
     return c.fp8 ? "q, k, v and o must be 16-byte aligned with strides that are positive multiples of 16 bytes "
                    "(v as V^T, its rows at least fp8_key_columns(key_rows) apart)"
                  : "q, k, v and o must be 16-byte aligned with strides that are positive multiples of 8 elements";
+  if (c.pv_fp32_add && !c.fp8) return "pv_fp32_add is a choice of the fp8 kernel (fp8 set)";
   if (c.fp8) {
     const fp8_scales& s = *c.fp8;
     for (const float x : {s.descale_q, s.descale_k, s.descale_v, s.descale_s, s.scale_s, s.scale_o})

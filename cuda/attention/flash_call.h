@@ -71,6 +71,9 @@ struct call {
   int32_t* p_bar_ones = nullptr;
   int32_t* max_repeated = nullptr;
   const fp8_scales* fp8 = nullptr;  // set: e4m3 inputs, our FP8 kernel
+  // fp8: each K/V block's P V from +0, then one FADD into O (the preset
+  // bitexact_flash_fp8_sm90_pv_fp32_add), instead of O as the chain's C.
+  bool pv_fp32_add = false;
 };
 
 // Whether the copies read a [batch][heads][rows][head_dim] tensor at data

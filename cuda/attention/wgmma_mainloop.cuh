@@ -106,11 +106,11 @@ __device__ __forceinline__ void issue_scores(float (&s)[1][Op::template key_bloc
   hopper::warpgroup_commit();
 }
 
-// O += P V of one K/V block, issued once V has landed: bf16, keys 16kk..,
+// o += P V of one K/V block, issued once V has landed: bf16, keys 16kk..,
 // 16 rows of 128 bytes a step; e4m3, keys 32kk.., 32 bytes of each of V^T's
-// rows a step.
+// rows a step. o is O, or with pv_fp32_add the block's own sums, from +0.
 template <class Op, int D>
-__device__ __forceinline__ void issue_pv(row_state<D, 1>& rs,
+__device__ __forceinline__ void issue_pv(float (&o)[D / 8][4],
                                          const uint32_t (&pa)[Op::template key_block<D> / Op::pv_keys][4],
                                          const kv_slot<Op, D>& slot) {
   using L = smem_layout<Op, D>;
@@ -119,11 +119,12 @@ __device__ __forceinline__ void issue_pv(row_state<D, 1>& rs,
 #pragma unroll
   for (int kk = 0; kk < L::BN / Op::pv_keys; ++kk)
     if constexpr (Op::fp8)
-      hopper::wgmma_rs_e4m3<D>(rs.o[0], pa[kk],
+      hopper::wgmma_rs_e4m3<D>(o, pa[kk],
                                hopper::swizzled_descriptor(slot.v_tile + kk * 32, 16, 8 * L::vt_row_bytes,
-                                                           L::vt_row_bytes));
+                                                           L::vt_row_bytes),
+                               !Op::pv_fp32_add || kk > 0);
     else
-      hopper::wgmma_rs_b_mn_major<D>(rs.o[0], pa[kk],
+      hopper::wgmma_rs_b_mn_major<D>(o, pa[kk],
                                      hopper::swizzled_descriptor(slot.v_tile + kk * 16 * 128, L::kv_page, 1024));
   hopper::warpgroup_commit();
 }
@@ -160,6 +161,7 @@ struct row_block_pass {
   using scores = float[1][BN / 8][4];
   using p_fragments = uint32_t[BN / Op::pv_keys][4];
   using factors = float[1][2];
+  using block_sums = float[Op::pv_fp32_add ? D / 8 : 1][4];  // pv_fp32_add: one block's P V
   row_state<D, 1>& rs;
   const forward_params& p;
   const uint32_t base, q_rows;  // q_rows: the warpgroup's rows of Q's buffer
@@ -173,6 +175,7 @@ struct row_block_pass {
     scores s;
     p_fragments pa;
     factors alpha;
+    block_sums pv;
     if (turn.last()) turn.pass();
     const int skipped = visits - blocks.count;
     skip(loaded, skipped);
@@ -186,10 +189,10 @@ struct row_block_pass {
     first_block(s, pa, alpha, blocks, previous);
     for (int i = 1; i < blocks.count; ++i) {
       const kv_slot<Op, D> slot(base, loaded + skipped + i);
-      next_block(s, pa, alpha, blocks, i, slot, previous);
+      next_block(s, pa, alpha, pv, blocks, i, slot, previous);
       previous = slot;
     }
-    last_pv(pa, previous, q_empty);
+    last_pv(pa, pv, previous, q_empty);
   }
 
   // Blocks that the thread block visits and this consumer's FA2 row block
@@ -217,31 +220,50 @@ struct row_block_pass {
   }
 
   // Block i's S with P V of the block before it.
-  __device__ __forceinline__ void next_block(scores& s, p_fragments& pa, factors& alpha,
+  __device__ __forceinline__ void next_block(scores& s, p_fragments& pa, factors& alpha, block_sums& pv,
                                              const key_block_range& blocks, int i, const kv_slot<Op, D>& slot,
                                              const kv_slot<Op, D>& previous) const {
     turn.wait();
     issue_scores<Op, D>(s, q_rows, slot);
-    issue_pv<Op, D>(rs, pa, previous);
+    issue_block_pv(pa, pv, previous);
     turn.pass();
     hopper::warpgroup_wait<1>();  // S(i) has landed
     hopper::fence_accumulators<BN>(s[0]);
     release(slot.barrier.k_empty);
     softmax(s, alpha, blocks.count - 1 - i, i < blocks.masking_steps, false);
     hopper::warpgroup_wait<0>();  // P V(i - 1) has landed
-    hopper::fence_accumulators<D>(rs.o[0]);
-    release(previous.barrier.v_empty);
+    land_block_pv(pv, previous);
     rescale_o(rs, alpha);
     pack_p(pa, s);
   }
 
-  __device__ __forceinline__ void last_pv(const p_fragments& pa, const kv_slot<Op, D>& previous, uint32_t q_empty) const {
+  __device__ __forceinline__ void last_pv(const p_fragments& pa, block_sums& pv, const kv_slot<Op, D>& previous,
+                                          uint32_t q_empty) const {
     release(q_empty);  // every S has landed
     turn.wait();
-    issue_pv<Op, D>(rs, pa, previous);
+    issue_block_pv(pa, pv, previous);
     if (!turn.last()) turn.pass();
     hopper::warpgroup_wait<0>();
+    land_block_pv(pv, previous);
+  }
+
+  // P V into O, or (pv_fp32_add) into the block's sums from +0.
+  __device__ __forceinline__ void issue_block_pv(const p_fragments& pa, block_sums& pv,
+                                                 const kv_slot<Op, D>& previous) const {
+    if constexpr (Op::pv_fp32_add) issue_pv<Op, D>(pv, pa, previous);
+    else issue_pv<Op, D>(rs.o[0], pa, previous);
+  }
+
+  // Once P V has landed: V's slot handed back, and (pv_fp32_add) O = RN(O + the block's sums).
+  __device__ __forceinline__ void land_block_pv(block_sums& pv, const kv_slot<Op, D>& previous) const {
     hopper::fence_accumulators<D>(rs.o[0]);
+    if constexpr (Op::pv_fp32_add) {
+      hopper::fence_accumulators<D>(pv);
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) rs.o[0][i][j] = __fadd_rn(rs.o[0][i][j], pv[i][j]);
+    }
     release(previous.barrier.v_empty);
   }
 

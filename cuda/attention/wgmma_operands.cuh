@@ -19,6 +19,7 @@ struct bf16_operands {
   __host__ __device__ static constexpr int consumer_registers(int) { return 160; }
   static constexpr int bytes = 2;
   static constexpr bool fp8 = false;
+  static constexpr bool pv_fp32_add = false;  // P V's chain takes O as C
   static constexpr int pv_keys = 16;  // keys of one P V step
   // FA2's K/V blocks, part of PyTorch's bits; K/V blocks in flight (more measured no faster).
   template <int D>
@@ -41,6 +42,7 @@ struct e4m3_operands {
   __host__ __device__ static constexpr int consumer_registers(int d) { return d == 128 ? 240 : 160; }
   static constexpr int bytes = 1;
   static constexpr bool fp8 = true;
+  static constexpr bool pv_fp32_add = false;
   static constexpr int pv_keys = 32;
   // Our own choice (the preset bitexact_flash_fp8_sm90 says it): 128 keys,
   // V^T's rows one 128-byte swizzle wide; the k32 steps are twice as fast as
@@ -54,6 +56,18 @@ struct e4m3_operands {
   }
 };
 
+// The same with each block's P V from +0 (the first k32 step scale-d 0) into
+// registers of its own, then one FADD into O (the preset
+// bitexact_flash_fp8_sm90_pv_fp32_add): O stays out of the fp8 unit's 13-bit
+// window, the promotion of FP8 GEMMs (docs/rounding-bias.md, section 7).
+// The block's sums take D / 8 * 4 more registers a thread: at d 64 three
+// consumers of 160 spilled, so two of 240 there too.
+struct e4m3_pv_fp32_add_operands : e4m3_operands {
+  __host__ __device__ static constexpr int consumers(int) { return 2; }
+  __host__ __device__ static constexpr int consumer_registers(int) { return 240; }
+  static constexpr bool pv_fp32_add = true;
+};
+
 // The query rows of one thread block.
 template <class Op, int D>
 constexpr int block_rows = consumer_rows * Op::consumers(D);
@@ -62,6 +76,7 @@ template <class Op, int D>
 constexpr bool registers_fit =
     (producer_registers + Op::consumers(D) * Op::consumer_registers(D)) * warpgroup_threads <= 65536;
 static_assert(registers_fit<bf16_operands, 64> && registers_fit<bf16_operands, 128> &&
-              registers_fit<e4m3_operands, 64> && registers_fit<e4m3_operands, 128>);
+              registers_fit<e4m3_operands, 64> && registers_fit<e4m3_operands, 128> &&
+              registers_fit<e4m3_pv_fp32_add_operands, 64> && registers_fit<e4m3_pv_fp32_add_operands, 128>);
 
 }  // namespace flash::wgmma

@@ -1,18 +1,26 @@
 #!/usr/bin/env python3
-"""Where our FP8 kernel's error of O comes from, and what removes most of it: the same heads through
+"""Where our FP8 kernel's error of O comes from, and what removes it. The same heads through
 bitexact_flash_fp8_sm90 (P V's chain takes RN(O * alpha) as C of its first fp8 step, so the running O
-is cut to the fp8 unit's 13-bit window toward zero at every step) and through the same description
-with pv_accumulation fp32_add (each block's P V from +0, then one fp32 FADD: the promotion to fp32 that
-DeepSeek-V3's FP8 GEMMs make for the same reason). Errors are against the exact softmax(S) V of the
-dequantised e4m3 inputs, so they are the kernel's own rounding, not the quantisation's.
+is cut to the fp8 unit's 13-bit window toward zero at every step) and through its pv_fp32_add variant,
+bitexact_flash_fp8_sm90_pv_fp32_add (each block's P V from +0, then one fp32 FADD: the promotion to
+fp32 that DeepSeek-V3's FP8 GEMMs make for the same reason); then, in exact arithmetic, the other
+source: P-bar = e4m3(P * 256) / 256 weighs V while l sums the unrounded P, so the weights need not sum
+to 1; normalising by the sum of the P-bar used instead removes that. Errors are against the exact
+softmax(S) V of the dequantised e4m3 inputs, so they are the kernel's own rounding, not the
+quantisation's.
 
     PYTHONPATH=build/python python3 examples/fp8/pv_promotion.py [HEADS]
+    PYTHONPATH=build/python python3 examples/fp8/pv_promotion.py --generator
 
-Heads: 128 query rows, 1024 keys, d 64, Q and K standard normal, V normal with mean +1 or -1 in turns,
-each tensor quantised to e4m3 with descale amax / 448 (round to nearest even, satfinite); scale_s 256.
-Prints, per kernel, the mean over heads of the mean error of O signed by O's exact sign (negative:
-toward zero) with a 95% interval.
+Heads: 128 query rows, 1024 keys, d 64, Q and K standard normal, V normal with mean +1 or -1 in turns;
+or (--generator) the scenario generator's 144 heads that cuda/attention/capture_flash_fp8.py --generator
+runs on the GPU (cuda/attention/synthetic_heads.py, seed 1: d 64 and 128, 512 keys, 32 rows, every
+maximum kind and placement, 1, 8 and 64 ties, V of mean -1 and +1). Each tensor quantised to e4m3 with
+descale amax / 448 (round to nearest even, satfinite); scale_s 256. Prints, per head dim and model, the
+mean over heads of the mean error of O signed by O's exact sign (negative: toward zero) with a 95%
+interval.
 """
+import os
 import sys
 
 import numpy as np
@@ -42,31 +50,52 @@ def quantise(x):
     return to_e4m3((x / descale).astype(np.float32)), float(descale)
 
 
-def main():
-    heads = int(sys.argv[1]) if len(sys.argv) > 1 else 12
+def random_heads(count):
     rng = np.random.default_rng(7)
-    ours = bitexact.kernel_description("bitexact_flash_fp8_sm90")
-    kernels = {"bitexact_flash_fp8_sm90 (pv_accumulation c_operand)": dict(preset="bitexact_flash_fp8_sm90"),
-               "the same with pv_accumulation fp32_add": dict(kernel=dict(ours, name="fp8_promoted",
-                                                                          pv_accumulation="fp32_add"))}
-    errors = {name: [] for name in kernels}
     rows, keys, d = 128, 1024, 64
-    for h in range(heads):
-        q = rng.standard_normal((rows, d)).astype(np.float32)
-        k = rng.standard_normal((keys, d)).astype(np.float32)
-        v = (rng.standard_normal((keys, d)) + (1 if h % 2 else -1)).astype(np.float32)
+    for h in range(count):
+        yield (rng.standard_normal((rows, d)).astype(np.float32), rng.standard_normal((keys, d)).astype(np.float32),
+               (rng.standard_normal((keys, d)) + (1 if h % 2 else -1)).astype(np.float32))
+
+
+def generator_heads():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "cuda", "attention"))
+    import synthetic_heads
+    cells = synthetic_heads.cells((64, 128), (512,), synthetic_heads.MAX_KINDS, synthetic_heads.PLACEMENTS,
+                                  (1, 8, 64), (-1.0, 1.0), 32)
+    for h, cell in enumerate(cells):
+        head = synthetic_heads.make_head(cell, 1, h)
+        yield tuple((head[x].astype(np.uint32) << 16).view(np.float32) for x in "qkv")
+
+
+def main():
+    generator = "--generator" in sys.argv[1:]
+    counts = [int(a) for a in sys.argv[1:] if a.isdigit()]
+    heads = generator_heads() if generator else random_heads(counts[0] if counts else 12)
+    kernels = {"bitexact_flash_fp8_sm90": "bitexact_flash_fp8_sm90",
+               "bitexact_flash_fp8_sm90_pv_fp32_add": "bitexact_flash_fp8_sm90_pv_fp32_add"}
+    exact_models = ("exact but for P-bar = e4m3(P * 256) / 256, l of the fp32 P",
+                    "the same, l of the P-bar used")
+    errors = {}
+    for q, k, v in heads:
+        d = q.shape[1]
         (q8, dq), (k8, dk), (v8, dv) = quantise(q), quantise(k), quantise(v)
         s = (from_e4m3(q8) * dq) @ (from_e4m3(k8) * dk).T / np.sqrt(d)
         p = np.exp(s - s.max(-1, keepdims=True))
-        exact = (p / p.sum(-1, keepdims=True)) @ (from_e4m3(v8) * dv)
-        for name, which in kernels.items():
-            o, _ = bitexact.attention(q8, k8, v8, descale_q=dq, descale_k=dk, descale_v=dv, descale_s=1 / 256,
-                                      scale_s=256.0, **which)
-            o = (o.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-            errors[name].append(float(np.mean((o - exact) * np.sign(exact))))
-    for name, e in errors.items():
+        values = from_e4m3(v8) * dv
+        exact = (p / p.sum(-1, keepdims=True)) @ values
+        p_bar = from_e4m3(to_e4m3((p * 256).astype(np.float32))) / 256
+        outputs = {exact_models[0]: p_bar @ values / p.sum(-1, keepdims=True),
+                   exact_models[1]: p_bar @ values / p_bar.sum(-1, keepdims=True)}
+        for name, preset in kernels.items():
+            o, _ = bitexact.attention(q8, k8, v8, preset=preset, descale_q=dq, descale_k=dk, descale_v=dv,
+                                      descale_s=1 / 256, scale_s=256.0)
+            outputs[name] = (o.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        for name, o in outputs.items():
+            errors.setdefault((d, name), []).append(float(np.mean((o - exact) * np.sign(exact))))
+    for (d, name), e in errors.items():
         e = np.array(e)
-        print(f"{name}: {e.mean():+.2e} ± {1.96 * e.std(ddof=1) / np.sqrt(len(e)):.1e} ({len(e)} heads)")
+        print(f"d {d}, {name}: {e.mean():+.2e} ± {1.96 * e.std(ddof=1) / np.sqrt(len(e)):.1e} ({len(e)} heads)")
 
 
 if __name__ == "__main__":

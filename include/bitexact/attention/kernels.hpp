@@ -235,6 +235,16 @@ inline kernel_description bitexact_flash_fp8_sm90_stabilized_across_blocks_descr
   return d;
 }
 
+// The same FP8 kernel with each K/V block's P V from +0 and one FADD into O
+// (its pv_fp32_add variant): O's running sum leaves the fp8 unit's window.
+inline kernel_description bitexact_flash_fp8_sm90_pv_fp32_add_description() {
+  kernel_description d = bitexact_flash_fp8_sm90_description();
+  d.name = "bitexact_flash_fp8_sm90_pv_fp32_add";
+  d.summary = "the same FP8 kernel with each K/V block's P V from +0, then one FADD into O (pv_fp32_add)";
+  d.arithmetic.pv = pv_accumulation::fp32_add;
+  return d;
+}
+
 // PyTorch's scaled_dot_product_attention flash backend on sm_90 for one call:
 // its description above resolved for the shape, with the
 // split count of its heuristic on the GPU. scale: the caller's, or PyTorch's default.
@@ -293,6 +303,8 @@ inline std::span<const preset> presets() {
        bitexact_flash_fp8_sm90_stabilized_description},
       {"bitexact_flash_fp8_sm90_stabilized_across_blocks", preset_kind::gpu_kernel, "",
        bitexact_flash_fp8_sm90_stabilized_across_blocks_description},
+      {"bitexact_flash_fp8_sm90_pv_fp32_add", preset_kind::gpu_kernel, "",
+       bitexact_flash_fp8_sm90_pv_fp32_add_description},
       {"paper_reference", preset_kind::paper_reference,
        "the paper's own flash attention in PyTorch (attention.py, 512 x 512 tiles, under bf16 autocast as its "
        "train.py runs it; not a GPU kernel's bits)"},

@@ -156,7 +156,8 @@ std::vector<option> option_table(attention_options& o) {
        "and say how their O and L differ: how many elements, by how many\n"
        "ulps and in which direction, and for the first differing element\n"
        "of O, which of its row's values part first and, side by side, the\n"
-       "first key whose bf16 P differs (exit 1 if any differ)",
+       "first key whose P-bar (bf16, or e4m3 for fp8 kernels that write bf16\n"
+       "O) differs (exit 1 if any differ)",
        [&](std::string_view kernel) { o.compare.push_back(gpu_kernel_named(kernel)); }},
       {"--causal", "", "the causal mask (is_causal=True)", [&](std::string_view) { o.call.shape.causal = true; }},
       {"--gpu", "NAME", gpu_help(),

@@ -6,12 +6,17 @@
 namespace bitexact::cli::attention_parts {
 
 // How a kernel took one key's P into P V: in which block, against which
-// maximum, and the roundings to fp32 (the exponential) and to bf16.
+// maximum, and the roundings to fp32 (the exponential) and to P-bar: bf16,
+// or an fp8 kernel's e4m3(RN(P * scale_s)).
 struct key_outcome {
   int block = -1, visit = 0;  // visit: the block's place in the kernel's order, from 1
   int max_key = -1;           // the key whose score was the running max the P was taken against
   float32 max{}, p{};         // that max in the kernel's units; P in fp32
   bfloat16 p_bf16{};
+  std::optional<float8_e4m3> p_e4m3;  // an fp8 kernel's P-bar (p_bf16 unused)
+  bool same_p_bar(const key_outcome& other) const {
+    return p_e4m3 ? other.p_e4m3 && p_e4m3->bits == other.p_e4m3->bits : p_bf16.bits == other.p_bf16.bits;
+  }
 };
 
 // One row of one head through a kernel, for --compare: its row sum, its
@@ -35,8 +40,12 @@ struct row_recorder {
     const std::size_t first = static_cast<std::size_t>(e.block) * e.scores.size();
     for (std::size_t j = 0; j < e.scores.size(); ++j)
       if (to_host(e.scores[j]) > max_score) max_score = to_host(e.scores[j]), max_key = static_cast<int>(first + j);
-    for (std::size_t j = 0; j < e.scores.size() && first + j < out->keys.size(); ++j)
-      out->keys[first + j] = {e.block, visits, max_key, e.running_max, e.p[j], e.p_bf16[j]};
+    for (std::size_t j = 0; j < e.scores.size() && first + j < out->keys.size(); ++j) {
+      key_outcome& key = out->keys[first + j];
+      key = {e.block, visits, max_key, e.running_max, e.p[j], {}, std::nullopt};
+      if (e.p_e4m3.empty()) key.p_bf16 = e.p_bf16[j];
+      else key.p_e4m3 = e.p_e4m3[j];
+    }
   }
   void on(const attention::output_block_event& e) {
     if (e.row != row) return;
@@ -57,10 +66,17 @@ row_outcome trace_row(const attention_problem& p, std::size_t head, std::size_t 
   std::vector<float32> lse(rows);
   row_outcome out;
   out.keys.resize(keys);
-  attention::flash_forward_head(p.kernel(), p.call.head, std::span<const bfloat16>(p.q.values).subspan(head * rows * d, rows * d),
-                                std::span<const bfloat16>(p.k.values).subspan(head * keys * d, keys * d),
-                                std::span<const bfloat16>(p.v.values).subspan(head * keys * d, keys * d), o, lse,
-                                row_recorder{static_cast<int>(row), col, &out});
+  // The head's Q, K and V as the kernel takes them: bf16, or an fp8 kernel's bit patterns.
+  const auto run = [&](const auto& q, const auto& k, const auto& v) {
+    using element = typename std::decay_t<decltype(q)>::value_type;
+    attention::flash_forward_head(p.kernel(), p.call.head, std::span<const element>(q).subspan(head * rows * d, rows * d),
+                                  std::span<const element>(k).subspan(head * keys * d, keys * d),
+                                  std::span<const element>(v).subspan(head * keys * d, keys * d),
+                                  std::span<bfloat16>(o), std::span<float32>(lse),
+                                  row_recorder{static_cast<int>(row), col, &out});
+  };
+  if (p.q.fp8()) run(p.q.fp8_bits, p.k.fp8_bits, p.v.fp8_bits);
+  else run(p.q.values, p.k.values, p.v.values);
   return out;
 }
 
@@ -68,26 +84,31 @@ row_outcome trace_row(const attention_problem& p, std::size_t head, std::size_t 
 // the two kernels, side by side: the block that held it and when the kernel
 // visited it, the running max it was taken against (the key whose score that
 // is, and the max in each kernel's own units), P in fp32 and its rounding.
-void print_first_key_apart(const row_outcome& a, const row_outcome& b) {
+void print_first_key_apart(const row_outcome& a, const row_outcome& b, float32 p_scale_a, float32 p_scale_b) {
+  const bool fp8 = !a.keys.empty() && a.keys.front().p_e4m3;
+  const char* p_bar = fp8 ? "e4m3 P-bar" : "bf16 P";
   std::size_t key = 0;
-  while (key < a.keys.size() && (a.keys[key].block < 0 || a.keys[key].p_bf16.bits == b.keys[key].p_bf16.bits)) ++key;
+  while (key < a.keys.size() && (a.keys[key].block < 0 || a.keys[key].same_p_bar(b.keys[key]))) ++key;
   if (key == a.keys.size()) {
-    std::printf("  every key's P enters P V as the same bf16 number in both kernels\n");
+    std::printf("  every key's P enters P V as the same %s in both kernels\n", fp8 ? "e4m3 P-bar" : "bf16 number");
     return;
   }
   const key_outcome &x = a.keys[key], &y = b.keys[key];
-  std::printf("  first key whose bf16 P differs: key %zu\n", key);
-  const auto side = [](const char* name, const key_outcome& k) {
-    const bfloat16 rounded = k.p_bf16;
-    const double error = to_double(rounded) - to_double(k.p);
+  std::printf("  first key whose %s differs: key %zu\n", p_bar, key);
+  const auto side = [](const char* name, const key_outcome& k, float32 p_scale) {
+    // P-bar against what it rounds: P (bf16), or RN(P * scale_s) (e4m3).
+    const float32 before = k.p_e4m3 ? ptx::mul_f32(k.p, p_scale) : k.p;
+    const double error = (k.p_e4m3 ? to_double(*k.p_e4m3) : to_double(k.p_bf16)) - to_double(before);
     std::printf("    %s block %d, visited %d%s; max of the keys seen so far: key %d's score, %s in its units\n"
-                "      P %s -> bf16 %s (%s)\n",
+                "      P %s -> %s %s (%s)\n",
                 name, k.block, k.visit, k.visit == 1 ? "st" : k.visit == 2 ? "nd" : k.visit == 3 ? "rd" : "th", k.max_key,
-                value_text(k.max).c_str(), value_text(k.p).c_str(), value_text(rounded).c_str(),
+                value_text(k.max).c_str(), value_text(k.p).c_str(),
+                k.p_e4m3 ? fmt::format("times scale_s {}, e4m3", to_host(p_scale)).c_str() : "bf16",
+                k.p_e4m3 ? value_text(*k.p_e4m3).c_str() : value_text(k.p_bf16).c_str(),
                 std::isnan(error) ? "NaN" : error == 0 ? "exact" : error > 0 ? "rounded up" : "rounded down");
   };
-  side("A", x);
-  side("B", y);
+  side("A", x, p_scale_a);
+  side("B", y, p_scale_b);
   std::printf("    %s\n", x.max_key != y.max_key
                                ? "the kernels had seen different keys: each rounds this P against another maximum, "
                                  "and the later rescaling by alpha does not undo the rounding"
@@ -114,7 +135,7 @@ void print_where_rows_part(const std::array<attention_problem, 2>& problems, con
                   ? "in the unnormalised O (P, its rescaling or the P V steps); the row sums agree"
                   : a.normalised.bits != b.normalised.bits ? "in the normalisation; the row sum and unnormalised O agree"
                                                            : "in the bf16 conversion; every fp32 value agrees");
-  print_first_key_apart(a, b);
+  print_first_key_apart(a, b, problems[0].kernel().p_scale, problems[1].kernel().p_scale);
 }
 
 // --compare A B: both kernels on the files, how their O and L differ, and for
@@ -126,9 +147,10 @@ int compare_kernels(const attention_options& options) {
     attention_options one = options;
     one.call.model = options.compare[side];
     problems[side] = read_problem(one);
-    if (problems[side].call.fp8())
-      fail("attention: --compare follows the rows of bf16 kernels; " + problems[side].options.call.model.name() +
-           " computes in fp8: run each kernel with --out-o and compare the files");
+    if (problems[side].call.o_format() != bf16)
+      fail("attention: --compare follows kernels that write bf16 O; " + problems[side].options.call.model.name() +
+           " writes " + std::string(name_of(problems[side].call.o_format())) +
+           ": run each kernel with --out-o and compare the files");
   }
   const attention_problem& p = problems[0];
   std::printf("attention: Q %s, K and V %s, %s\n", shape_text(p.q.file_shape).c_str(), shape_text(p.k.file_shape).c_str(),

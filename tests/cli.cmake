@@ -872,6 +872,17 @@ bitexact_cli_test(attention_fp8_flash_explain ARGS attention ${flash_fp8_ties}/q
            "the 41 roundings of O[17]" "       36     0     0 0..31         tensor-core step fp32:0x3C9B1400"
            "fused multiply-add step: 32 products + C -> fp32" "41                           cvt to bf16      bf16:0x3DB8 (0.08984375)"
            "lies among them")
+# --compare on two FP8 presets: the pv_fp32_add variant against the standard one, on its own capture's head.
+set(flash_fp8_pv ${CMAKE_CURRENT_LIST_DIR}/data/flash_fp8/d128_n1000_full_rule0_pv_fp32_add_n1000_h0_rows0-31)
+bitexact_cli_test(attention_fp8_compare_pv_fp32_add RC 1 ARGS attention ${flash_fp8_pv}/q.npy ${flash_fp8_pv}/k.npy
+  ${flash_fp8_pv}/v.npy --compare bitexact_flash_fp8_sm90 bitexact_flash_fp8_sm90_pv_fp32_add --descale-q 0.010119493
+  --descale-k 0.009893897 --descale-v 0.010670937 --descale-s 0.00390625 --scale-s 256
+  CONTAINS "O: 4096 elements, 2992 differ" "B above A: 2992, below: 0" "L: 32 elements, 0 differ"
+           "where they part: in the unnormalised O (P, its rescaling or the P V steps); the row sums agree"
+           "every key's P enters P V as the same e4m3 P-bar in both kernels")
+bitexact_cli_test(attention_fp8_compare_cudnn_refused RC 2 ARGS attention ${fp8_files} --compare cudnn_sdpa_fp8_sm90
+  bitexact_flash_fp8_sm90 ${fp8_scales} ONE_LINE_ERROR
+  ERROR_CONTAINS "--compare follows kernels that write bf16 O; cudnn_sdpa_fp8_sm90 writes e4m3")
 bitexact_cli_test(attention_fp8_flash_error_e4m3_o_file RC 2 ARGS attention ${fp8_files} --preset bitexact_flash_fp8_sm90
   --expect-o ${fp8_head}/o.npy ONE_LINE_ERROR
   ERROR_CONTAINS "is one byte, but bitexact_flash_fp8_sm90's O is bf16: compare uint16 or int16 bf16 bit patterns")

@@ -903,7 +903,8 @@ def attention_backward(q, k, v, o, lse, d_o, *, causal=False, scale=None, batch_
 
 
 def attention_row(q, k, v, row, *, col=None, style="text", preset=None, kernel=None, causal=False, scale=None,
-                  splits=None, gpu=None, batch_heads=None, beta=None, eps=None):
+                  splits=None, gpu=None, batch_heads=None, beta=None, eps=None, descale_q=None, descale_k=None,
+                  descale_v=None, descale_s=None, scale_s=None, scale_o=None):
     """One query row of one head ([N, d] operands) through a GPU kernel (a preset or kernel=, as
     attention() takes them): a dict of the row's intermediates, every K/V block in the order it ran
     (scores, P, bf16(P), the row sums, unnormalised O; bits), each split's end, and the row's o and lse.
@@ -913,18 +914,21 @@ def attention_row(q, k, v, row, *, col=None, style="text", preset=None, kernel=N
     records its maxima in those units and its row sum in the first of the four, and one that divides
     (normalization "div.full.f32") the divisor l as "inverse". With col=, also "steps": every
     rounding of O[row][col] as traces rendered in style (text, markdown, latex, json); the trace follows
-    FA2's arithmetic, and other kernels raise ValueError."""
+    FA2's arithmetic, in bf16 or as our FP8 kernel's recipe (the bitexact_flash_fp8_sm90 presets: q, k, v
+    of e4m3 bits and the scales as attention() takes them; each block also holds "p_e4m3", the P-bar P V
+    took), and other kernels raise ValueError."""
     _check_options("attention_row", style=style, preset=preset, causal=causal, scale=scale, splits=splits, gpu=gpu,
                    beta=beta, eps=eps)
     kernel = _kernel_text(kernel)
-    q, k, v = _attention_operands(q, k, v)
+    scales = [descale_q, descale_k, descale_v, descale_s, scale_s, scale_o]
+    q, k, v = _attention_operands(q, k, v, "e4m3" if _one_byte(q) else "bf16")
     if q.ndim != 2:
         raise ValueError(f"attention_row takes one head: q [N, d], k and v [N_k, d]; got q {q.shape}")
     flat = [np.ascontiguousarray(x).reshape(-1) for x in (q, k, v)]
     return _bitexact._attention_row(*flat, q.shape[0], k.shape[0], q.shape[1], row, -1 if col is None else col,
                                     causal, scale, splits, gpu,
                                     None if batch_heads is None else tuple(batch_heads), preset, kernel, beta, eps,
-                                    style)
+                                    style, [None if x is None else float(x) for x in scales])
 
 
 # ---------------------------------------------------------------- the leading indicator

@@ -42,9 +42,11 @@ attention::resolved_call call_of(std::optional<std::string_view> preset_name, co
                                  std::optional<double> scale, std::optional<int> splits,
                                  std::optional<std::string_view> gpu_name,
                                  std::optional<std::pair<int, int>> batch_heads, std::optional<double> beta,
-                                 std::optional<double> epsilon, bool autocast, int threads = 0) {
+                                 std::optional<double> epsilon, bool autocast, int threads = 0,
+                                 const std::array<std::optional<double>, 6>& fp8_scales = {}) {
   attention::attention_call call;
   call.model = model_of(preset_name, kernel_json);
+  call.fp8_scales = fp8_scales;
   call.shape = {batch, heads, query_rows, key_rows, head_dim, causal};
   call.batch_heads = batch_heads;
   call.scale = scale;
@@ -181,6 +183,7 @@ py::dict row_dict(const attention::row_record& record) {
     block["scores"] = bits_array(b.scores);
     block["p"] = bits_array(b.p);
     block["p_bf16"] = bits_array(b.p_bf16);
+    if (!b.p_e4m3.empty()) block["p_e4m3"] = bits_array(b.p_e4m3);
     block["sums"] = bits_array(b.sums);
     block["o"] = bits_array(b.o);
     blocks.append(block);
@@ -224,9 +227,10 @@ py::dict attention_row(const py::array& q, const py::array& k, const py::array& 
                        std::optional<int> splits, std::optional<std::string_view> gpu_name,
                        std::optional<std::pair<int, int>> batch_heads,
                        std::optional<std::string_view> preset_name, const std::optional<std::string>& kernel_json,
-                       std::optional<double> beta, std::optional<double> epsilon, std::string_view style_name) {
+                       std::optional<double> beta, std::optional<double> epsilon, std::string_view style_name,
+                       const std::array<std::optional<double>, 6>& scales) {
   const attention::resolved_call call = call_of(preset_name, kernel_json, 1, 1, query_rows, key_rows, head_dim, causal,
-                                                scale, splits, gpu_name, batch_heads, beta, epsilon, true);
+                                                scale, splits, gpu_name, batch_heads, beta, epsilon, true, 0, scales);
   if (!call.kernel)
     throw std::invalid_argument("attention_row records a GPU kernel's blocks and splits; " + call.call.model.name() +
                                 " is the paper's PyTorch arithmetic, not a GPU kernel");
@@ -234,25 +238,30 @@ py::dict attention_row(const py::array& q, const py::array& k, const py::array& 
   if (!style) throw std::invalid_argument("unknown style " + quoted_input(style_name) + "; expected text, markdown, latex or json");
   const std::size_t q_size = static_cast<std::size_t>(query_rows) * static_cast<std::size_t>(head_dim);
   const std::size_t kv_size = static_cast<std::size_t>(key_rows) * static_cast<std::size_t>(head_dim);
-  const std::span<const bfloat16> qs(values_of<bf16>(q, "q", q_size), q_size);
-  const std::span<const bfloat16> ks(values_of<bf16>(k, "k", kv_size), kv_size);
-  const std::span<const bfloat16> vs(values_of<bf16>(v, "v", kv_size), kv_size);
   const flash_kernel& kernel = *call.kernel;
   // The element's trace follows FA2's steps (explain.hpp); another kernel's row is recorded, not traced.
-  if (col >= 0 && !attention::has_flash2_arithmetic(kernel))
-    throw std::invalid_argument("attention_row traces O[row][col] through FA2's arithmetic (" +
-                                attention::flash2_preset_names() + "), which " + call.call.model.name() +
+  if (col >= 0 && !attention::explainable(kernel))
+    throw std::invalid_argument("attention_row traces O[row][col] through FA2's arithmetic, bf16 or its fp8 recipe (" +
+                                attention::explainable_preset_names() + "), which " + call.call.model.name() +
                                 " does not compute with; leave col out");
   ptx::mufu_tables::shared();
   attention::row_record record;
   attention::element_trace element;
   std::vector<std::string> rendered;
-  {
+  // The head as the kernel takes it: bf16, or an fp8 kernel's bit patterns.
+  const auto trace = [&](auto qs, auto ks, auto vs) {
     py::gil_scoped_release unlocked;
     record = attention::record_row(kernel, call.head, qs, ks, vs, row);
     if (col >= 0) element = attention::trace_output_element(kernel, call.head, record, vs, col);
     for (const attention::traced_step& step : element.steps) rendered.push_back(render(step.record, *style));
-  }
+  };
+  if (call.fp8())
+    trace(fp8_bits_of(q, "q", q_size, kernel.inputs), fp8_bits_of(k, "k", kv_size, kernel.inputs),
+          fp8_bits_of(v, "v", kv_size, kernel.inputs));
+  else
+    trace(std::span<const bfloat16>(values_of<bf16>(q, "q", q_size), q_size),
+          std::span<const bfloat16>(values_of<bf16>(k, "k", kv_size), kv_size),
+          std::span<const bfloat16>(values_of<bf16>(v, "v", kv_size), kv_size));
   py::dict out = row_dict(record);
   if (col >= 0) {
     py::list steps;
@@ -462,7 +471,7 @@ void register_attention(py::module_& m) {
   m.def("_attention_row", &attention_row, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("query_rows"),
         py::arg("key_rows"), py::arg("head_dim"), py::arg("row"), py::arg("col"), py::arg("causal"),
         py::arg("scale"), py::arg("splits"), py::arg("gpu"), py::arg("batch_heads"), py::arg("preset"),
-        py::arg("kernel"), py::arg("beta"), py::arg("epsilon"), py::arg("style"));
+        py::arg("kernel"), py::arg("beta"), py::arg("epsilon"), py::arg("style"), py::arg("scales"));
   m.def("_repeated_max", &repeated_max_call, py::arg("scores"), py::arg("q"), py::arg("k"), py::arg("batch"),
         py::arg("heads"), py::arg("query_rows"), py::arg("key_rows"), py::arg("head_dim"), py::arg("causal"),
         py::arg("scale"), py::arg("splits"), py::arg("gpu"), py::arg("batch_heads"), py::arg("preset"),

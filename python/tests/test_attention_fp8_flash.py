@@ -141,3 +141,27 @@ def test_the_command_writes_and_compares_the_bf16_o(cli, tmp_path, compared):
     assert refused.returncode == 2
     assert refused.stderr.count("\n") == 1
     assert "is one byte, but bitexact_flash_fp8_sm90's O is bf16" in refused.stderr
+
+
+def test_attention_row_traces_our_fp8_kernel_to_the_gpus_bits(compared, data_dir):
+    """attention_row on a captured head of our FP8 kernel (tests/data/flash_fp8, an H200's bits): the row's O
+    is the GPU's, each block keeps the e4m3 P-bar P V took, and O[row][col]'s trace takes 32-product steps,
+    ending in the GPU's bf16 value; the pv_fp32_add preset adds one FADD a block."""
+    head = data_dir / "flash_fp8" / "d64_n1000_full_rule1_ties_n1000_h0_rows0-63"
+    q, k, v, o = (np.load(head / f"{x}.npy") for x in ("q", "k", "v", "o"))
+    scales = dict(descale_q=0.018720735, descale_k=0.010690597, descale_v=0.01017301, descale_s=1 / 256, scale_s=256.0)
+    for row in (0, 5, 63):
+        traced = bitexact.attention_row(q, k, v, row, col=17, preset="bitexact_flash_fp8_sm90_stabilized", **scales)
+        np.testing.assert_array_equal(traced["o"], o[row])
+        assert [len(b["p_e4m3"]) for b in traced["blocks"]] == [128] * 8
+        kinds = [s["kind"] for s in traced["steps"]]
+        assert kinds.count("tensor_core") == 8 * 4 and kinds[-1] == "to_bf16"
+        assert traced["steps"][0]["trace"].startswith("fused multiply-add step: 32 products + C -> fp32")
+        compared(o.shape[1])
+    promoted = bitexact.attention_row(q, k, v, 5, col=17, preset="bitexact_flash_fp8_sm90_pv_fp32_add", **scales)
+    assert [s["kind"] for s in promoted["steps"]].count("block_add") == 8
+    with pytest.raises(ValueError, match="8-bit patterns of e4m3"):
+        bitexact.attention_row(q.astype(np.uint16), k.astype(np.uint16), v.astype(np.uint16), 0, col=0,
+                               preset=PRESET, **scales)
+    with pytest.raises(ValueError, match="FA2's arithmetic, bf16 or its fp8 recipe .*cudnn_sdpa_fp8_sm90 does not"):
+        bitexact.attention_row(q, k, v, 0, col=0, preset="cudnn_sdpa_fp8_sm90", **scales)

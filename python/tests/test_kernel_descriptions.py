@@ -196,7 +196,7 @@ def test_fa2s_models_refuse_other_arithmetic(compared):
     row = bitexact.attention_row(q, k, v, 100, kernel=flex, causal=True)
     np.testing.assert_array_equal(row["o"], o[100])
     assert row["lse"] == lse[100]
-    with pytest.raises(ValueError, match="FA2's arithmetic .*flex_attention_sm90 does not compute with"):
+    with pytest.raises(ValueError, match="FA2's arithmetic, bf16 or its fp8 recipe .*flex_attention_sm90 does not compute with"):
         bitexact.attention_row(q, k, v, 100, col=3, kernel=flex, causal=True)
     with pytest.raises(ValueError, match="GPU kernel's P as FA2's arithmetic computes it .*not flex_attention_sm90's"):
         bitexact.repeated_max(q=q, k=k, kernel=flex)

@@ -872,6 +872,15 @@ bitexact_cli_test(attention_fp8_flash_explain ARGS attention ${flash_fp8_ties}/q
            "the 41 roundings of O[17]" "       36     0     0 0..31         tensor-core step fp32:0x3C9B1400"
            "fused multiply-add step: 32 products + C -> fp32" "41                           cvt to bf16      bf16:0x3DB8 (0.08984375)"
            "lies among them")
+# The first mismatch of O explained on an fp8 kernel: the standard preset against the stabilized kernel's O of
+# the same ties head (the beta rule emptied block 0 there), its row and the conversion window.
+bitexact_cli_test(attention_fp8_flash_mismatch_explained RC 1 ARGS attention ${flash_fp8_ties}/q.npy
+  ${flash_fp8_ties}/k.npy ${flash_fp8_ties}/v.npy --preset bitexact_flash_fp8_sm90 --descale-q 0.018720735
+  --descale-k 0.010690597 --descale-v 0.01017301 --descale-s 0.00390625 --scale-s 256 --expect-o ${flash_fp8_ties}/o.npy
+  CONTAINS "O: 4096 elements compared, 4026 mismatches" "first mismatch in O at [0, 0] (row, col)"
+           "O[0, 0] (row, col) = 0x3E63 (0.2216796875), as the model computed it"
+           "P-bar = e4m3(scale_s) = 0x78 (256) at 2"
+           "the file's bf16 value is what float32 values from 0.037475586 to 0.037719727 convert to")
 # --compare on two FP8 presets: the pv_fp32_add variant against the standard one, on its own capture's head.
 set(flash_fp8_pv ${CMAKE_CURRENT_LIST_DIR}/data/flash_fp8/d128_n1000_full_rule0_pv_fp32_add_n1000_h0_rows0-31)
 bitexact_cli_test(attention_fp8_compare_pv_fp32_add RC 1 ARGS attention ${flash_fp8_pv}/q.npy ${flash_fp8_pv}/k.npy

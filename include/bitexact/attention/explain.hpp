@@ -170,10 +170,6 @@ value<F> checked(const trace& record, value<F> expected, const char* what) {
   return result;
 }
 
-}  // namespace detail
-
-namespace detail {
-
 // V's column c of one block, keys [first_key, first_key + n), as P V's B
 // takes it: elements of format F (bf16, or an fp8 kernel's input format from
 // its bit patterns); keys past the end are zero, as the kernel clears them.

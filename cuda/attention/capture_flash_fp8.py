@@ -89,25 +89,29 @@ def inputs(case, gen):
     return [quantise(x) for x in (q, k, v)]
 
 
-def run_case(a, name, q8, k8, v8, causal, scale, scales, rule, indicator):
-    """One call of the kernel into arrays a under NAME; returns O (bf16) and, with indicator, the
-    indicator pass's (p_bar_ones, max_repeated) after checking it gives the plain pass's O and L."""
-    args = (q8, k8, v8, causal, scale, scales["descale_q"], scales["descale_k"], scales["descale_v"],
+def call_args(q8, k8, v8, causal, scale, scales, rule):
+    """flash_forward_fp8's arguments up to eps, for one case."""
+    return (q8, k8, v8, causal, scale, scales["descale_q"], scales["descale_k"], scales["descale_v"],
             scales["scale_s"], scales["descale_s"], scales["scale_o"], rule, 2.0, 1e-3)
+
+
+def run_case(a, name, args, scales, indicator):
+    """One call of the kernel (args: call_args) into arrays a under NAME, and with indicator the indicator's
+    pass too; returns O (bf16), L and, with indicator, whether that pass gave the same O and L (else None)."""
     o, lse, _, _ = torch.ops.bitexact.flash_forward_fp8(*args, False, PV_FP32_ADD)
-    a[f"{name}/q"], a[f"{name}/k"], a[f"{name}/v"] = (x.view(torch.uint8).cpu().numpy() for x in (q8, k8, v8))
+    a[f"{name}/q"], a[f"{name}/k"], a[f"{name}/v"] = (x.view(torch.uint8).cpu().numpy() for x in args[:3])
     a[f"{name}/o"] = o.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
     a[f"{name}/stats"] = lse.cpu().numpy()
     for key, value in scales.items():
         a[f"{name}/{key}"] = np.float32(value)
     if not indicator:
-        return o, None
+        return o, lse, None
     oi, lsei, ones, repeated = torch.ops.bitexact.flash_forward_fp8(*args, True, PV_FP32_ADD)
     same = bool(torch.equal(oi.view(torch.int16), o.view(torch.int16)) and
                 torch.equal(lsei.view(torch.int32), lse.view(torch.int32)))
     a[f"{name}/p_bar_ones"] = ones.cpu().numpy()
     a[f"{name}/max_repeated"] = repeated.cpu().numpy()
-    return o, same
+    return o, lse, same
 
 
 def generator(outdir, facts):
@@ -129,7 +133,8 @@ def generator(outdir, facts):
         for rule in RULES:
             name = (f"gen_d{d}_k{cell['keys']}_{cell['max_kind']}_{cell['placement']}_t{cell['ties']}"
                     f"_v{cell['v_mean']:+g}_rule{rule}{SUFFIX}")
-            o, same = run_case(arrays[(d, rule)], name, q8, k8, v8, False, scale, scales, rule, rule == 0)
+            o, _, same = run_case(arrays[(d, rule)], name, call_args(q8, k8, v8, False, scale, scales, rule), scales,
+                                  rule == 0)
             error = -(torch.sign(reference) * (o.double() - reference))
             toward_zero[(d, rule)][0] += float(error.sum())
             toward_zero[(d, rule)][1] += float(reference.abs().sum())
@@ -170,10 +175,10 @@ def main():
             scales.update(scale_s=1.0, descale_s=1.0)
         if case["kind"] == "scale_o_2":
             scales.update(scale_o=2.0, descale_s=1.0 / 64)
-        args = (q, k, v, case["causal"], scale, scales["descale_q"], scales["descale_k"], scales["descale_v"],
-                scales["scale_s"], scales["descale_s"], scales["scale_o"], case["rule"], 2.0, 1e-3)
+        args = call_args(q, k, v, case["causal"], scale, scales, case["rule"])
+        name = case["name"]
         torch.empty(1 << 26, device="cuda").fill_(float("nan"))  # garbage where the next outputs may land
-        o, lse, _, _ = torch.ops.bitexact.flash_forward_fp8(*args, False, PV_FP32_ADD)
+        o, lse, indicator_same = run_case(arrays[d], name, args, scales, case["rule"] == 0)
         o2, lse2, _, _ = torch.ops.bitexact.flash_forward_fp8(*args, False, PV_FP32_ADD)
         torch.cuda.synchronize()
         same = bool(torch.equal(o.view(torch.int16), o2.view(torch.int16)) and
@@ -187,21 +192,11 @@ def main():
         if case["kind"] == "scale_o_2":
             reference = reference * 2.0 * 4.0  # scale_o 2, and descale_s 1/64 against scale_s 256
         error = float(((o.double() - reference).abs().max() / reference.abs().max()))
-        name = case["name"]
-        a = arrays[d]
-        a[f"{name}/q"], a[f"{name}/k"], a[f"{name}/v"] = (x.view(torch.uint8).cpu().numpy() for x in (q, k, v))
-        a[f"{name}/o"] = o.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
-        a[f"{name}/stats"] = lse.cpu().numpy()
-        for key, value in scales.items():
-            a[f"{name}/{key}"] = np.float32(value)
         record = dict(case, preset=preset(case["rule"]), runs_identical=same, max_relative_error=error,
                       scales={key: float(np.float32(value)) for key, value in scales.items()})
-        if case["rule"] == 0:
-            oi, lsei, ones, repeated = torch.ops.bitexact.flash_forward_fp8(*args, True, PV_FP32_ADD)
-            record["indicator_pass_identical"] = bool(torch.equal(oi.view(torch.int16), o.view(torch.int16)) and
-                                                      torch.equal(lsei.view(torch.int32), lse.view(torch.int32)))
-            a[f"{name}/p_bar_ones"] = ones.cpu().numpy()
-            a[f"{name}/max_repeated"] = repeated.cpu().numpy()
+        if indicator_same is not None:
+            ones, repeated = arrays[d][f"{name}/p_bar_ones"], arrays[d][f"{name}/max_repeated"]
+            record["indicator_pass_identical"] = indicator_same
             record["rows_with_two_max_p_bar"] = int((ones >= 2).sum())
             record["rows_max_repeated"] = int(repeated.sum())
         facts["cases"].append(record)

@@ -80,6 +80,21 @@ struct attention_problem {
   const flash_kernel& kernel() const { return *call.kernel; }
 };
 
+// fn(q, k, v) on one head of a problem's files, as spans of what the kernel
+// takes: bf16 values, or an fp8 kernel's bit patterns.
+template <class Fn>
+decltype(auto) with_head(const attention_problem& p, std::size_t head, Fn&& fn) {
+  const std::size_t q_size = p.q.rows * p.q.head_dim, kv_size = p.k.rows * p.k.head_dim;
+  const auto spans = [&](const auto& q, const auto& k, const auto& v) -> decltype(auto) {
+    using element = typename std::decay_t<decltype(q)>::value_type;
+    return fn(std::span<const element>(q).subspan(head * q_size, q_size),
+              std::span<const element>(k).subspan(head * kv_size, kv_size),
+              std::span<const element>(v).subspan(head * kv_size, kv_size));
+  };
+  if (p.q.fp8()) return spans(p.q.fp8_bits, p.k.fp8_bits, p.v.fp8_bits);
+  return spans(p.q.values, p.k.values, p.v.values);
+}
+
 // What a preset computed: bit patterns (O bf16, L float32), or doubles for paper_reference_fp64.
 struct attention_result {
   attention::attention_output bits;

@@ -66,17 +66,10 @@ row_outcome trace_row(const attention_problem& p, std::size_t head, std::size_t 
   std::vector<float32> lse(rows);
   row_outcome out;
   out.keys.resize(keys);
-  // The head's Q, K and V as the kernel takes them: bf16, or an fp8 kernel's bit patterns.
-  const auto run = [&](const auto& q, const auto& k, const auto& v) {
-    using element = typename std::decay_t<decltype(q)>::value_type;
-    attention::flash_forward_head(p.kernel(), p.call.head, std::span<const element>(q).subspan(head * rows * d, rows * d),
-                                  std::span<const element>(k).subspan(head * keys * d, keys * d),
-                                  std::span<const element>(v).subspan(head * keys * d, keys * d),
-                                  std::span<bfloat16>(o), std::span<float32>(lse),
+  with_head(p, head, [&](auto q, auto k, auto v) {
+    attention::flash_forward_head(p.kernel(), p.call.head, q, k, v, std::span<bfloat16>(o), std::span<float32>(lse),
                                   row_recorder{static_cast<int>(row), col, &out});
-  };
-  if (p.q.fp8()) run(p.q.fp8_bits, p.k.fp8_bits, p.v.fp8_bits);
-  else run(p.q.values, p.k.values, p.v.values);
+  });
   return out;
 }
 

@@ -124,21 +124,13 @@ std::string conversion_window(float32 model, bfloat16 expected) {
 // How the model computed O[row][col] of one head: the row block by block, then
 // every rounding of the element (attention/explain.hpp), the largest and the last in full.
 void print_explanation(const attention_problem& p, const element_index& at, std::optional<bfloat16> expected) {
-  const std::size_t rows = p.q.rows, keys = p.k.rows, d = p.q.head_dim;
   attention::row_record record;
   attention::element_trace element;
-  // The head's Q, K and V as the kernel takes them: bf16, or an fp8 kernel's bit patterns.
-  const auto trace = [&](const auto& q_all, const auto& k_all, const auto& v_all) {
-    using element_type = typename std::decay_t<decltype(q_all)>::value_type;
-    const auto q = std::span<const element_type>(q_all).subspan(at.head * rows * d, rows * d);
-    const auto k = std::span<const element_type>(k_all).subspan(at.head * keys * d, keys * d);
-    const auto v = std::span<const element_type>(v_all).subspan(at.head * keys * d, keys * d);
-    record = attention::record_row(p.kernel(), p.call.head, q, k, v, static_cast<int>(at.row));
-    element = attention::trace_output_element(p.kernel(), p.call.head, record, v, static_cast<int>(at.col));
-  };
   try {
-    if (p.q.fp8()) trace(p.q.fp8_bits, p.k.fp8_bits, p.v.fp8_bits);
-    else trace(p.q.values, p.k.values, p.v.values);
+    with_head(p, at.head, [&](auto q, auto k, auto v) {
+      record = attention::record_row(p.kernel(), p.call.head, q, k, v, static_cast<int>(at.row));
+      element = attention::trace_output_element(p.kernel(), p.call.head, record, v, static_cast<int>(at.col));
+    });
   } catch (const std::exception& e) {
     fail("attention: " + printable(e.what()));
   }

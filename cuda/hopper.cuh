@@ -67,33 +67,15 @@ template <int N>
 __device__ __forceinline__ void fence_accumulators(float (&d)[N / 8][4]);
 
 // The operand lists: PTX names every register, so each accumulator shape
-// has its list of d's registers and of their operand numbers, %0 upwards.
+// has its list of d's registers (four a column group of 8) and of their
+// operand numbers, %0 upwards.
+#define HOPPER_GROUP(d, j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
 #define HOPPER_ACCUMULATORS_64(d) \
-  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), \
-  "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
-  "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
-  "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
-  "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), \
-  "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
-  "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
-  "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-#define HOPPER_ACCUMULATORS_128(d) \
-  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), \
-  "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
-  "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
-  "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
-  "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), \
-  "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
-  "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
-  "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), \
-  "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), \
-  "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), \
-  "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), \
-  "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
-  "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), \
-  "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
-  "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), \
-  "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+  HOPPER_GROUP(d, 0), HOPPER_GROUP(d, 1), HOPPER_GROUP(d, 2), HOPPER_GROUP(d, 3), \
+  HOPPER_GROUP(d, 4), HOPPER_GROUP(d, 5), HOPPER_GROUP(d, 6), HOPPER_GROUP(d, 7)
+#define HOPPER_ACCUMULATORS_128(d) HOPPER_ACCUMULATORS_64(d), \
+  HOPPER_GROUP(d, 8), HOPPER_GROUP(d, 9), HOPPER_GROUP(d, 10), HOPPER_GROUP(d, 11), \
+  HOPPER_GROUP(d, 12), HOPPER_GROUP(d, 13), HOPPER_GROUP(d, 14), HOPPER_GROUP(d, 15)
 #define HOPPER_D_64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 #define HOPPER_D_128 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 
@@ -173,6 +155,7 @@ __device__ __forceinline__ void fence_accumulators<128>(float (&d)[16][4]) {
   asm volatile("" : HOPPER_ACCUMULATORS_128(d) :: "memory");
 }
 
+#undef HOPPER_GROUP
 #undef HOPPER_ACCUMULATORS_64
 #undef HOPPER_ACCUMULATORS_128
 #undef HOPPER_D_64

@@ -22,9 +22,10 @@ struct key_block_range {
     int n_block_max = (nk + BN - 1) / BN;
     if (Causal) n_block_max = min(n_block_max, ((m_block + 1) * block_rows + nk - nq + BN - 1) / BN);
     // FA2's masking steps: the last block (keys past N), and under a causal
-    // mask every block the diagonal can cross.
-    const bool even = nk % BN == 0 && nq % block_rows == 0;
-    return {n_block_max, !Causal ? 1 : (block_rows + BN - 1) / BN + (even ? 0 : 1)};
+    // mask every block the diagonal can cross: one more than FA2's
+    // ceil(block_rows / BN) unless the blocks align with the row blocks.
+    const bool aligned = nk % BN == 0 && nq % block_rows == 0 && (block_rows % BN == 0 || BN % block_rows == 0);
+    return {n_block_max, !Causal ? 1 : (block_rows + BN - 1) / BN + (aligned ? 0 : 1)};
   }
 };
 

@@ -296,8 +296,10 @@ struct masking_plan {
 inline masking_plan masking_of(const flash_kernel& kernel, const attention_shape& shape) {
   const bool even_mn = shape.key_rows % kernel.block_n == 0 && shape.query_rows % kernel.block_m == 0;
   // n_masking_steps: one for the non-causal mask of the last block; causal
-  // needs ceil(block_m / block_n) blocks, one more when the shape is ragged.
-  const int causal_steps = (kernel.block_m + kernel.block_n - 1) / kernel.block_n + (even_mn ? 0 : 1);
+  // needs ceil(block_m / block_n) blocks, one more when the shape is ragged
+  // or (blocks of our own) when neither block length divides the other.
+  const bool aligned = even_mn && (kernel.block_m % kernel.block_n == 0 || kernel.block_n % kernel.block_m == 0);
+  const int causal_steps = (kernel.block_m + kernel.block_n - 1) / kernel.block_n + (aligned ? 0 : 1);
   // Check_inf: the single-split kernel guards the rescale in causal masking
   // steps; the split kernel also when the shape is ragged.
   return {shape.causal ? causal_steps : 1, kernel.splits > 1 ? (shape.causal || !even_mn) : shape.causal};

@@ -373,6 +373,17 @@ TEST_SUITE("attention") {
     check_ablations(ours_dir, ablations);
   }
 
+  TEST_CASE("fp8 flash: P from exp2f instead of MUFU.EX2 alone changes no committed bit (the standard max)") {
+    // The kernel's P below 2^-126 is 0 where exp2f's is subnormal: 0 in e4m3 either way, and lost in l.
+    const replay_count count = replay(ours_dir, [](kernel_description& d) {
+      d.arithmetic.exponential = exponential_unit::ex2_approx_f32;
+    }, {});
+    MESSAGE("exp2f for P: O " << count.o_missed << " of " << count.o << " missed, Stats " << count.stats_missed
+                               << " of " << count.stats);
+    CHECK(count.o > 0);
+    CHECK(count.o_missed + count.stats_missed == 0);
+  }
+
   TEST_CASE("fp8 calls: bad scales, head dims and operand formats refused in one line") {
     attention_call call;
     call.model = model_choice(find_preset("cudnn_sdpa_fp8_sm90"));

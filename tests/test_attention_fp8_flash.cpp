@@ -288,9 +288,11 @@ TEST_SUITE("attention") {
       expected["split_kv"] = "none";
       expected.erase("split_tiles");
       expected["tensor_core"] = "sm90_fp8";
-      // The kernel's own choices (its captures show them): 128-key blocks at d 128, the exponent one FFMA.
+      // The kernel's own choices (its captures show them): 128-key blocks at d 128, the exponent one FFMA,
+      // and under the standard max P from MUFU.EX2 alone.
       expected["tiles"]["128"]["block_n"] = 128;
       expected["exponent"] = "fma";
+      if (!d.arithmetic.stabilize) expected["exponential"] = "ex2.approx.ftz.f32 for P";
       CHECK(kernel_to_json(d).dump().find("\"inputs\":\"e4m3\"") != std::string::npos);
       nlohmann::ordered_json actual = kernel_to_json(d);
       // The fields fp8 adds, in the order kernel_to_json writes them.
@@ -337,7 +339,8 @@ TEST_SUITE("attention") {
         {"p_scale", "lg2_offset", "p_scale must be multiply with e4m3 inputs and max_units scores"},
         {"o_rounding", "cvt.rn.satfinite.e4m3x2.f32", "o_rounding must be cvt.rn.bf16.f32 with e4m3 inputs and max_units scores"},
         {"normalization", "div.full.f32", "normalization must be reciprocal_then_multiply with e4m3 inputs"},
-        {"exponential", "ex2.approx.ftz.f32", "exponential must be ex2.approx.f32 with e4m3 inputs and max_units scores"},
+        {"exponential", "ex2.approx.ftz.f32",
+         "exponential must be ex2.approx.f32, or ex2.approx.ftz.f32 for P with e4m3 inputs and max_units scores"},
         {"scale_log2_from", "float_product", "field 'scale_log2_from': fp8 inputs with max_units scores (FA2's recipe)"},
         {"scale_log2_from", "double_scale", "field 'scale_log2_from': fp8 inputs with max_units scores (FA2's recipe)"},
         {"tensor_core", "sm90", "tensor_core sm90 does not take e4m3 inputs"},
@@ -353,6 +356,11 @@ TEST_SUITE("attention") {
       CHECK(refusal.find(e.field) != std::string::npos);
       CHECK(refusal.find('\n') == std::string::npos);
     }
+    // P from MUFU.EX2 alone only under the standard max: beta m can leave a row's every P subnormal.
+    nlohmann::json stabilized = kernel_to_json(find_kernel("bitexact_flash_fp8_sm90_stabilized"));
+    stabilized["exponential"] = "ex2.approx.ftz.f32 for P";
+    CHECK(refusal_of_json(stabilized).find("exponential ex2.approx.ftz.f32 for P needs the standard max") !=
+          std::string::npos);
     // Split-KV: no split path for fp8 (the combine writes bf16 from a bf16 P V).
     nlohmann::json split = ours;
     split["split_kv"] = "flash2_heuristic";
@@ -424,6 +432,35 @@ TEST_SUITE("attention") {
     cudnn.model = model_choice(find_preset("cudnn_sdpa_fp8_sm90"));
     CHECK_THROWS_WITH_AS(forward(resolve_call(cudnn), q8, kv8, kv8, o, lse),
                          "kernel cudnn_sdpa_fp8_sm90 writes O as e4m3, not bf16", std::invalid_argument);
+  }
+
+  TEST_CASE("fp8 flash: P from MUFU.EX2 alone gives exp2f's bits under the standard max, where exp2f's P is "
+            "subnormal") {
+    // Each row's scores: 1.25 * 448 for keys 0..3 (the max, tied), 0 for keys 4..63 and 1.25 * -448 for the
+    // rest, whose exponent -(1120 c) is about -142.8: exp2f gives a subnormal P there, MUFU.EX2 alone 0.
+    const int rows = 16, keys = 256, d = 128;
+    const double c = static_cast<float>(std::log2(std::exp(1.0)) * static_cast<float>(1 / std::sqrt(128.0)));
+    CHECK(1120 * c > 126);
+    CHECK(1120 * c < 149);
+    fp8_head h{{1, 1, rows, keys, d, false}, std::vector<std::uint8_t>(rows * d), std::vector<std::uint8_t>(keys * d),
+               std::vector<std::uint8_t>(keys * d)};
+    for (int r = 0; r < rows; ++r) h.q[r * d] = 0x3A;  // 1.25
+    for (int j = 0; j < keys; ++j) {
+      h.k[j * d] = j < 4 ? 0x7E : j < 64 ? 0x00 : 0xFE;  // 448, 0, -448
+      for (int e = 0; e < d; ++e)  // e4m3 of either sign below 2, never NaN
+        h.v[j * d + e] = static_cast<std::uint8_t>((j * 37 + e * 11) % 0x40 | (j + e) % 2 << 7);
+    }
+    const auto bits_of = [&](exponential_unit exponential) {
+      kernel_description description = find_kernel("bitexact_flash_fp8_sm90");
+      description.arithmetic.exponential = exponential;
+      attention_call call;
+      call.model = model_choice(description);
+      call.shape = h.shape;
+      head_bits out{std::vector<bfloat16>(h.q.size()), std::vector<float32>(rows)};
+      forward(resolve_call(call), h.q, h.k, h.v, out.o, out.lse);
+      return out;
+    };
+    CHECK(bits_of(exponential_unit::ex2_approx_ftz_f32_for_p) == bits_of(exponential_unit::ex2_approx_f32));
   }
 
   TEST_CASE("fp8 flash: a stabilized fp8 preset takes the call's beta, and on tied maxima it changes the bits") {

@@ -9,6 +9,7 @@
   against PyTorch's flash on the same views, and the CUDA kernels each call launches (our forward alone where
   the kernels read the layout, so no copy);
 - grouped-query attention (enable_gqa, 2 and 8 query heads a K/V head): O and gradients against PyTorch flash's;
+- our FP8 kernel's V^T (fp8_value_layout) of contiguous, transposed and unaligned views against the permutation;
 - a model's attention layer (packed QKV projection, the swap, the output projection) eager, under
   torch.compile(fullgraph=True) and captured in a CUDA graph: the weights' gradients against PyTorch flash's;
 - bad input refused with one line.
@@ -260,6 +261,27 @@ for heads_kv in (16, 4):
         bad = sum(differing(a, b_) for a, b_ in zip(ours, theirs))
         check(f"attention layer (H 16, H_kv {heads_kv}, N 2048, d 64) in {mode} = PyTorch flash eager", bad == 0,
               f"{sum(t.numel() for t in ours)} elements (output and weight gradients), mismatches {bad}")
+
+# V^T for the FP8 kernel (fp8_value_layout): each view against the permutation written out here. Contiguous V
+# and the transposed [B, N, H, d] view take the 16-byte row path, rows one byte apart the byte path.
+position = torch.arange(32, device="cuda")
+permuted = 16 * (position // 16) + 8 * (position // 2 % 2) + 2 * (position // 4 % 4) + position % 2
+for b, h, n, d in ((2, 3, 1000, 128), (1, 2, 257, 64), (2, 2, 4096, 128)):
+    bytes_ = torch.randint(0, 256, (b, h, n, d), device="cuda", dtype=torch.uint8, generator=generator)
+    columns = (n + 31) // 32 * 32
+    padded = torch.zeros(b, h, columns, d, device="cuda", dtype=torch.uint8)
+    padded[:, :, :n] = bytes_
+    keys = (torch.arange(columns, device="cuda") // 32 * 32).view(-1, 32) + permuted
+    expected = padded[:, :, keys.flatten()].transpose(2, 3)
+    wide = torch.zeros(b, h, n, d + 1, device="cuda", dtype=torch.uint8)
+    wide[..., 1:] = bytes_
+    views = {"contiguous": bytes_, "[B, N, H, d] transposed": bytes_.transpose(1, 2).contiguous().transpose(1, 2),
+             "rows d + 1 bytes apart": wide[..., 1:]}
+    for name, view in views.items():
+        got = torch.ops.bitexact.fp8_value_layout(view.view(torch.float8_e4m3fn))
+        bad = int((got != expected).sum())
+        check(f"fp8_value_layout of V {name} (B {b}, H {h}, N {n}, d {d}) = the permutation", bad == 0,
+              f"{expected.numel()} bytes, mismatches {bad}")
 
 # Bad input: one line each, never a result.
 q = torch.randn(1, 2, 64, 64, device="cuda", dtype=torch.bfloat16)

@@ -276,10 +276,14 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
   // The indicator keeps the row's two largest scores as the across-blocks
   // rule does, without changing the max the softmax uses.
   constexpr bool Second = Stabilize || Count;
-  // Only the plain standard kernel tries MUFU.EX2 alone: in the others the
-  // second-largest tree already delays the exponentials, and it measured no
-  // faster there (docs/performance.md).
-  constexpr bool TryBare = !Second;
+  // Our FP8 kernel's standard rule (Fused) takes P from MUFU.EX2 alone, no
+  // test needed: a P below 2^-126 is 0 in e4m3 and lost in l beside the row
+  // max's P near 1 (the description's exponential, ex2.approx.ftz.f32 for P).
+  // Of the others only the plain standard kernel tries MUFU.EX2 alone: in the
+  // rest the second-largest tree already delays the exponentials, and it
+  // measured no faster there (docs/performance.md).
+  constexpr bool FtzP = Fused && !Stabilize;
+  constexpr bool TryBare = !Second && !FtzP;
   block_extremes<Slabs> block;
 #pragma unroll
   for (int slab = 0; slab < Slabs; ++slab)
@@ -296,7 +300,7 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
   // The lowest score's tree runs beside the max's, so the warp's vote is
   // ready when the exponents are; it drops exp2f's test (three instructions
   // a score) for the whole block.
-  if (TryBare && __all_sync(0xffffffff, bare))
+  if (FtzP || (TryBare && __all_sync(0xffffffff, bare)))
     exponentiate<D, BN, Fused>(rs, s, alpha, max_scaled, p, first, ex2_approx_ftz{});
   else
     exponentiate<D, BN, Fused>(rs, s, alpha, max_scaled, p, first, exp2f_full{});

@@ -572,7 +572,7 @@ class row_slab {
     const bool fp8 = head_.fp8 != bf16;
     float8_e4m3* p8 = fp8 ? p8_.data() + ur * bn : nullptr;
     for (std::size_t j = 0; j < bn; ++j) {
-      row_p[j] = ex2(row_p[j]);
+      row_p[j] = ex2_p(row_p[j]);
       if (fp8) {
         p8[j] = fp8_p(row_p[j]);  // P V's A, row-major; the sums below take the fp32 P
         continue;
@@ -640,7 +640,7 @@ class row_slab {
     const bool fp8 = head_.fp8 != bf16;
     float8_e4m3* p8 = fp8 ? p8_.data() + ur * bn : nullptr;
     for (std::size_t j = 0; j < bn; ++j) {
-      row_p[j] = ex2(row_p[j]);
+      row_p[j] = ex2_p(row_p[j]);
       if (fp8) {
         p8[j] = fp8_p(row_p[j]);  // P V's A, row-major
         continue;
@@ -771,6 +771,10 @@ class row_slab {
   float32 ex2(float32 x) const {
     return kernel_.exponential == exponential_unit::ex2_approx_ftz_f32 ? ptx::ex2_approx_ftz(x, tables_)
                                                                        : ptx::ex2_approx(x, tables_);
+  }
+  // P's exponential (alpha's is ex2 above).
+  float32 ex2_p(float32 x) const {
+    return kernel_.exponential == exponential_unit::ex2_approx_ftz_f32_for_p ? ptx::ex2_approx_ftz(x, tables_) : ex2(x);
   }
 
   const flash_kernel& kernel_;

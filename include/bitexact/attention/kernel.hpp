@@ -46,8 +46,12 @@ enum class max_units {
 };
 
 // The exponential unit: nvcc's exp2f (MUFU.EX2 in its non-FTZ wrapper) or
-// Triton's tl.math.exp2 (ex2.approx.ftz.f32, MUFU.EX2 alone).
-enum class exponential_unit { ex2_approx_f32, ex2_approx_ftz_f32 };
+// Triton's tl.math.exp2 (ex2.approx.ftz.f32, MUFU.EX2 alone); or, our FP8
+// kernel's standard rule, MUFU.EX2 alone for P and exp2f for alpha: its P
+// below 2^-126 would be 0 in e4m3 anyway, and l, which holds the row max's
+// P near 1, loses it either way, so only the alpha of a max grown past
+// 126 / scale_log2 (O's C in the fp8 unit) needs the subnormal.
+enum class exponential_unit { ex2_approx_f32, ex2_approx_ftz_f32, ex2_approx_ftz_f32_for_p };
 
 // How the row sum l is kept.
 enum class row_sum_rule {
@@ -206,8 +210,7 @@ namespace detail {
 // FA2's softmax, row sums, normalisation and L, whatever the inputs.
 inline bool has_flash2_fields(const flash_kernel& kernel) {
   return kernel.order == block_order::last_to_first && kernel.placement == scale_placement::exponent &&
-         kernel.max_in == max_units::scores && kernel.exponential == exponential_unit::ex2_approx_f32 &&
-         kernel.row_sum == row_sum_rule::thread_partials_across_blocks &&
+         kernel.max_in == max_units::scores && kernel.row_sum == row_sum_rule::thread_partials_across_blocks &&
          kernel.masked_max == masked_max_rule::flash2 && kernel.normalize == normalization::reciprocal_then_multiply &&
          kernel.lse == lse_formula::flash2;
 }
@@ -217,13 +220,16 @@ inline bool has_flash2_fields(const flash_kernel& kernel) {
 // FlashAttention-2's arithmetic throughout, in bf16: the models built on its
 // structure (rounding_sites.hpp, repeated_max.hpp) take only these.
 inline bool has_flash2_arithmetic(const flash_kernel& kernel) {
-  return detail::has_flash2_fields(kernel) && kernel.inputs == bf16;
+  return detail::has_flash2_fields(kernel) && kernel.exponential == exponential_unit::ex2_approx_f32 &&
+         kernel.inputs == bf16;
 }
 
 // FA2's arithmetic on fp8 inputs with bf16 O: bitexact's FP8 kernel
-// (check_flash2_fp8_recipe), P-bar e4m3 on the fp8 tensor core.
+// (check_flash2_fp8_recipe), P-bar e4m3 on the fp8 tensor core, P from
+// exp2f or MUFU.EX2 alone.
 inline bool has_flash2_fp8_recipe(const flash_kernel& kernel) {
-  return detail::has_flash2_fields(kernel) && is_fp8(kernel.inputs) && kernel.o_format == bf16;
+  return detail::has_flash2_fields(kernel) && kernel.exponential != exponential_unit::ex2_approx_ftz_f32 &&
+         is_fp8(kernel.inputs) && kernel.o_format == bf16;
 }
 
 // The kernels whose elements of O an explanation traces (attention/explain.hpp):
@@ -274,8 +280,11 @@ inline void check_flash2_fp8_recipe(const flash_kernel& kernel) {
   if (kernel.normalize != normalization::reciprocal_then_multiply)
     refuse("normalization must be reciprocal_then_multiply " + fp8 + "(o_scale joins RN(1 / l))");
   if (kernel.lse != lse_formula::flash2) refuse("lse_formula must be flash2 " + fp8 + "(FA2's fp8 recipe)");
-  if (kernel.exponential != exponential_unit::ex2_approx_f32)
-    refuse("exponential must be ex2.approx.f32 " + fp8 + "(FA2's exp2f)");
+  if (kernel.exponential == exponential_unit::ex2_approx_ftz_f32)
+    refuse("exponential must be ex2.approx.f32, or ex2.approx.ftz.f32 for P " + fp8 + "(alpha is FA2's exp2f)");
+  if (kernel.exponential == exponential_unit::ex2_approx_ftz_f32_for_p && kernel.stabilize)
+    refuse("exponential ex2.approx.ftz.f32 for P needs the standard max " + fp8 +
+           "(a stabilized max can leave every P of a row subnormal, and L then shows it)");
 }
 
 }  // namespace detail

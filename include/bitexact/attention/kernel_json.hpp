@@ -39,8 +39,10 @@ inline const table<scale_log2_source> scale_log2_sources{{"float_scale", scale_l
                                                          {"double_scale", scale_log2_source::double_scale},
                                                          {"float_product", scale_log2_source::float_product}};
 inline const table<max_units> units{{"scores", max_units::scores}, {"exponent", max_units::exponent}};
-inline const table<exponential_unit> exponentials{{"ex2.approx.f32", exponential_unit::ex2_approx_f32},
-                                                  {"ex2.approx.ftz.f32", exponential_unit::ex2_approx_ftz_f32}};
+inline const table<exponential_unit> exponentials{
+    {"ex2.approx.f32", exponential_unit::ex2_approx_f32},
+    {"ex2.approx.ftz.f32", exponential_unit::ex2_approx_ftz_f32},
+    {"ex2.approx.ftz.f32 for P", exponential_unit::ex2_approx_ftz_f32_for_p}};
 inline const table<row_sum_rule> row_sums{{"thread_partials_across_blocks", row_sum_rule::thread_partials_across_blocks},
                                           {"block_sum_then_fma", row_sum_rule::block_sum_then_fma},
                                           {"warp_slices_then_add", row_sum_rule::warp_slices_then_add},

@@ -199,8 +199,10 @@ inline kernel_description cudnn_sdpa_fp8_sm90_description() {
 // RN(RN(descale_s descale_v) scale_o). Two choices of its own, which its
 // captures show (tests/data/flash_fp8, 0 mismatches; with PyTorch's they miss):
 // K/V blocks of 128 keys at d 128 too (e4m3_operands::key_block), and the
-// exponent as one FFMA(S, c, -RN(m c)) (softmax_block's Fused). No split-KV
-// path: the single kernel's tiles at any shape.
+// exponent as one FFMA(S, c, -RN(m c)) (softmax_block's Fused). And one no
+// bit can show: P from MUFU.EX2 alone (exponential ex2.approx.ftz.f32 for P,
+// the stabilized presets excepted), alpha from exp2f. No split-KV path: the
+// single kernel's tiles at any shape.
 inline kernel_description bitexact_flash_fp8_sm90_description() {
   kernel_description d = pytorch_sdpa_flash_sm90_description();
   d.name = "bitexact_flash_fp8_sm90";
@@ -214,6 +216,7 @@ inline kernel_description bitexact_flash_fp8_sm90_description() {
   a.inputs = e4m3;
   a.p_format = e4m3;
   a.p_scale_rule = p_scaling::multiply;
+  a.exponential = exponential_unit::ex2_approx_ftz_f32_for_p;
   return d;
 }
 
@@ -223,6 +226,7 @@ inline kernel_description bitexact_flash_fp8_sm90_stabilized_description() {
   d.name = "bitexact_flash_fp8_sm90_stabilized";
   d.summary = "the same FP8 kernel with the paper's stabilized softmax (Algorithm 3) in each K/V block";
   d.arithmetic.stabilize = pytorch_sdpa_flash_sm90_stabilized_description().arithmetic.stabilize;
+  d.arithmetic.exponential = exponential_unit::ex2_approx_f32;  // beta m can leave a row's every P subnormal
   return d;
 }
 
@@ -232,6 +236,7 @@ inline kernel_description bitexact_flash_fp8_sm90_stabilized_across_blocks_descr
   d.name = "bitexact_flash_fp8_sm90_stabilized_across_blocks";
   d.summary = "the same FP8 kernel with the rule on the row's largest score so far (needs a positive scale)";
   d.arithmetic.stabilize = pytorch_sdpa_flash_sm90_stabilized_across_blocks_description().arithmetic.stabilize;
+  d.arithmetic.exponential = exponential_unit::ex2_approx_f32;
   return d;
 }
 

@@ -280,11 +280,17 @@ inline void check_flash2_fp8_recipe(const flash_kernel& kernel) {
   if (kernel.normalize != normalization::reciprocal_then_multiply)
     refuse("normalization must be reciprocal_then_multiply " + fp8 + "(o_scale joins RN(1 / l))");
   if (kernel.lse != lse_formula::flash2) refuse("lse_formula must be flash2 " + fp8 + "(FA2's fp8 recipe)");
+  // P from MUFU.EX2 alone or from exp2f: the same bits under the standard max,
+  // so one name for it (as cuDNN's recipe); not under a stabilized one.
   if (kernel.exponential == exponential_unit::ex2_approx_ftz_f32)
-    refuse("exponential must be ex2.approx.f32, or ex2.approx.ftz.f32 for P " + fp8 + "(alpha is FA2's exp2f)");
+    refuse("exponential ex2.approx.ftz.f32 would flush alpha too " + fp8 +
+           "(alpha is FA2's exp2f): write ex2.approx.ftz.f32 for P, or with a stabilize rule ex2.approx.f32");
   if (kernel.exponential == exponential_unit::ex2_approx_ftz_f32_for_p && kernel.stabilize)
-    refuse("exponential ex2.approx.ftz.f32 for P needs the standard max " + fp8 +
+    refuse("exponential ex2.approx.ftz.f32 for P needs no stabilize rule " + fp8 +
            "(a stabilized max can leave every P of a row subnormal, and L then shows it)");
+  if (kernel.exponential == exponential_unit::ex2_approx_f32 && !kernel.stabilize)
+    refuse("exponential ex2.approx.f32 gives the bits of ex2.approx.ftz.f32 for P " + fp8 +
+           "and no stabilize rule (a P below 2^-126 is 0 in e4m3 and lost in l): write ex2.approx.ftz.f32 for P");
 }
 
 }  // namespace detail
@@ -302,6 +308,9 @@ inline void check_precision_fields(const flash_kernel& kernel) {
   if (unit && !unit->takes(kernel.inputs))
     refuse("tensor_core " + unit_name + " does not take " + std::string(name_of(kernel.inputs)) +
            " inputs (sm90 and sm90_k8 take bf16, sm90_fp8 e4m3 and e5m2)");
+  if (kernel.exponential == exponential_unit::ex2_approx_ftz_f32_for_p && !(is_fp8(kernel.inputs) &&
+                                                                             kernel.max_in == max_units::scores))
+    refuse("exponential ex2.approx.ftz.f32 for P is FA2's fp8 recipe's (fp8 inputs, max_units scores)");
   if (kernel.inputs == bf16) {
     if (kernel.p_format != bf16) refuse("p_rounding to e4m3 needs fp8 inputs (bf16 inputs take P as bf16)");
     if (kernel.o_format != bf16) refuse("o_rounding to e4m3 needs fp8 inputs");

@@ -277,8 +277,9 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
   // rule does, without changing the max the softmax uses.
   constexpr bool Second = Stabilize || Count;
   // Our FP8 kernel's standard rule (Fused) takes P from MUFU.EX2 alone, no
-  // test needed: a P below 2^-126 is 0 in e4m3 and lost in l beside the row
-  // max's P near 1 (the description's exponential, ex2.approx.ftz.f32 for P).
+  // test needed: a P below 2^-126 is 0 in e4m3 (for scale_s up to 2^116) and
+  // lost in l beside the row max's P near 1 (the description's exponential,
+  // ex2.approx.ftz.f32 for P; the emulator computes it so for any scale_s).
   // Of the others only the plain standard kernel tries MUFU.EX2 alone: in the
   // rest the second-largest tree already delays the exponentials, and it
   // measured no faster there (docs/performance.md).

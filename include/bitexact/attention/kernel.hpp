@@ -48,9 +48,9 @@ enum class max_units {
 // The exponential unit: nvcc's exp2f (MUFU.EX2 in its non-FTZ wrapper) or
 // Triton's tl.math.exp2 (ex2.approx.ftz.f32, MUFU.EX2 alone); or, our FP8
 // kernel's standard rule, MUFU.EX2 alone for P and exp2f for alpha: its P
-// below 2^-126 would be 0 in e4m3 anyway, and l, which holds the row max's
-// P near 1, loses it either way, so only the alpha of a max grown past
-// 126 / scale_log2 (O's C in the fp8 unit) needs the subnormal.
+// below 2^-126 would be 0 in e4m3 anyway (for scale_s up to 2^116), and l,
+// which holds the row max's P near 1, loses it either way, so only the alpha
+// of a max grown past 126 / scale_log2 (O's C in the fp8 unit) needs the subnormal.
 enum class exponential_unit { ex2_approx_f32, ex2_approx_ftz_f32, ex2_approx_ftz_f32_for_p };
 
 // How the row sum l is kept.
@@ -290,7 +290,8 @@ inline void check_flash2_fp8_recipe(const flash_kernel& kernel) {
            "(a stabilized max can leave every P of a row subnormal, and L then shows it)");
   if (kernel.exponential == exponential_unit::ex2_approx_f32 && !kernel.stabilize)
     refuse("exponential ex2.approx.f32 gives the bits of ex2.approx.ftz.f32 for P " + fp8 +
-           "and no stabilize rule (a P below 2^-126 is 0 in e4m3 and lost in l): write ex2.approx.ftz.f32 for P");
+           "and no stabilize rule (for scale_s up to 2^116: a P below 2^-126 is 0 in e4m3 and lost in l): write "
+           "ex2.approx.ftz.f32 for P");
 }
 
 }  // namespace detail

@@ -288,8 +288,8 @@ TEST_SUITE("attention") {
       expected["split_kv"] = "none";
       expected.erase("split_tiles");
       expected["tensor_core"] = "sm90_fp8";
-      // The kernel's own choices (its captures show them): 128-key blocks at d 128, the exponent one FFMA,
-      // and under the standard max P from MUFU.EX2 alone.
+      // The kernel's own choices: 128-key blocks at d 128 and the exponent one FFMA (its captures show
+      // them), and under the standard max P from MUFU.EX2 alone (no bit shows it).
       expected["tiles"]["128"]["block_n"] = 128;
       expected["exponent"] = "fma";
       if (!d.arithmetic.stabilize) expected["exponential"] = "ex2.approx.ftz.f32 for P";

@@ -262,8 +262,8 @@ for heads_kv in (16, 4):
         check(f"attention layer (H 16, H_kv {heads_kv}, N 2048, d 64) in {mode} = PyTorch flash eager", bad == 0,
               f"{sum(t.numel() for t in ours)} elements (output and weight gradients), mismatches {bad}")
 
-# V^T for the FP8 kernel (fp8_value_layout): each view against the permutation written out here. Contiguous V
-# and the transposed [B, N, H, d] view take the 16-byte row path, rows one byte apart the byte path.
+# V^T for the FP8 kernel (fp8_value_layout): each view against the permutation written out here: contiguous V,
+# the transposed [B, N, H, d] view, and rows one byte apart (no 16-byte alignment), N past the last 32 keys.
 position = torch.arange(32, device="cuda")
 permuted = 16 * (position // 16) + 8 * (position // 2 % 2) + 2 * (position // 4 % 4) + position % 2
 for b, h, n, d in ((2, 3, 1000, 128), (1, 2, 257, 64), (2, 2, 4096, 128)):

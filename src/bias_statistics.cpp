@@ -68,7 +68,8 @@ constexpr std::string_view statistics_help =
     "t(0.975, units - 1) s / sqrt(units), s the standard deviation of the units' means.\n"
     "\n"
     "--inputs e4m3 runs the same analysis on bitexact's FP8 kernel: bitexact_flash_fp8_sm90, its\n"
-    "pv_fp32_add variant (each K/V block's P V from +0, then one FADD into O) and\n"
+    "pv_fp32_add variant (each K/V block's P V from +0, then one FADD into O), that variant's\n"
+    "p_bar_sum (l summed from the e4m3 P-bar that P V takes) and\n"
     "bitexact_flash_fp8_sm90_stabilized (with --across-blocks also ..._stabilized_across_blocks),\n"
     "the given betas and eps, e4m3 Q, K, V with per-tensor descales, scale_s 256, descale_s 1/256,\n"
     "scale_o 1 (our PyTorch operator's defaults), bf16 O. The same generator and cells; the\n"
@@ -282,7 +283,8 @@ std::vector<variant> variants_of(const statistics_options& o) {
       return variant{d.name, beta, across, std::move(d)};
     };
     std::vector<variant> out{named(attention::bitexact_flash_fp8_sm90_description(), 0, false),
-                             named(attention::bitexact_flash_fp8_sm90_pv_fp32_add_description(), 0, false)};
+                             named(attention::bitexact_flash_fp8_sm90_pv_fp32_add_description(), 0, false),
+                             named(attention::bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum_description(), 0, false)};
     for (const double beta : o.betas) out.push_back(named(attention::bitexact_flash_fp8_sm90_stabilized_description(), beta, false));
     if (o.across_blocks)
       for (const double beta : o.betas)

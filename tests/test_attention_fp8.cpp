@@ -182,9 +182,9 @@ TEST_SUITE("attention") {
     MESSAGE(fp8_cases(ours_dir).size() << " cases: " << count.o << " O elements, " << count.o_missed
                                        << " mismatches; " << count.stats << " L, " << count.stats_missed
                                        << " mismatches");
-    CHECK(fp8_cases(ours_dir).size() == 18);
-    CHECK(count.o == 139264);
-    CHECK(count.stats == 1696);
+    CHECK(fp8_cases(ours_dir).size() == 22);
+    CHECK(count.o == 165888);
+    CHECK(count.stats == 2048);
     CHECK(count.o_missed == 0);
     CHECK(count.stats_missed == 0);
   }
@@ -234,8 +234,8 @@ TEST_SUITE("attention") {
     MESSAGE(elements << " elements of the captures traced to the GPU's bits under their presets and again "
                      << "under the other pv_accumulation (" << promoted << " traces with fp32_add), " << steps
                      << " steps replayed");
-    CHECK(elements == 18 * 9);
-    CHECK(promoted == 18 * 9);
+    CHECK(elements == 22 * 9);
+    CHECK(promoted == 22 * 9);
   }
 
   TEST_CASE("fp8 indicator: the GPU's leading indicator per row equals the emulator's (the standard cases)") {
@@ -266,8 +266,8 @@ TEST_SUITE("attention") {
     CHECK(ones_missed == 0);
     CHECK(repeated_missed == 0);
     if (!other) {
-      CHECK(cases == 11);
-      CHECK(rows == 128 + 320 + 32 * 6 + 32 + 256 + 32);
+      CHECK(cases == 15);
+      CHECK(rows == 128 + 320 + 32 * 6 + 32 + 256 + 32 + 32 + 256 + 32 + 32);
       CHECK(rows_twice > 0);
       CHECK(rows_repeated >= 32);  // the ties head: every row
     }
@@ -316,7 +316,7 @@ TEST_SUITE("attention") {
           compared += one.first.size() + one.second.size();
         }
       }
-    CHECK(compared == 3 * (176128 + 1856 + 139264 + 1696));
+    CHECK(compared == 3 * (176128 + 1856 + 165888 + 2048));
   }
 
   struct ablation {
@@ -361,6 +361,13 @@ TEST_SUITE("attention") {
          [](kernel_description& d) {
            d.arithmetic.pv = d.arithmetic.pv == pv_accumulation::c_operand ? pv_accumulation::fp32_add
                                                                             : pv_accumulation::c_operand;
+         },
+         {}},
+        {"the other l: of P-bar, or (p_bar_sum presets) of the fp32 P",
+         [](kernel_description& d) {
+           d.arithmetic.row_sum = d.arithmetic.row_sum == row_sum_rule::thread_partials_across_blocks
+                                      ? row_sum_rule::thread_partials_of_p_bar
+                                      : row_sum_rule::thread_partials_across_blocks;
          },
          {}},
         {"P-bar without scale_s (P's e4m3 from P itself)", {}, [](flash_kernel& k) { k.p_scale = from_host(1.0f); }},

@@ -127,6 +127,24 @@ head_bits run_bf16(const flash_kernel& kernel, const fp8_head& h) {
 
 fp8_scales unit_scales() { return {}; }
 
+// The kernel's default scales: scale_s 256, descale_s 1/256.
+fp8_scales scales_256() {
+  fp8_scales s;
+  s.scale_s = from_host(256.0f);
+  s.descale_s = from_host(1.0f / 256);
+  return s;
+}
+
+// d 64, one query row q = e_0, keys S = 0 and -1, V rows all 1 and all 0.5.
+fp8_head hand_row() {
+  fp8_head h{{1, 1, 1, 2, 64, false}, std::vector<std::uint8_t>(64, 0), std::vector<std::uint8_t>(128, 0), {}};
+  h.q[0] = e4m3_bits(1.0f);
+  h.k[64] = e4m3_bits(-1.0f);
+  for (int c = 0; c < 64; ++c) h.v.push_back(e4m3_bits(1.0f));
+  for (int c = 0; c < 64; ++c) h.v.push_back(e4m3_bits(0.5f));
+  return h;
+}
+
 std::string refusal_of_json(const nlohmann::json& j) {
   try {
     kernel_from_json(j.dump());
@@ -232,15 +250,8 @@ TEST_SUITE("attention") {
   }
 
   TEST_CASE("fp8 flash: one row by hand, P = 0.97 stored as e4m3(0.97 * 256) = 256 changes O as predicted") {
-    // d 64, one query row q = e_0, keys S = 0 and -1, V rows all 1 and all 0.5.
-    fp8_head h{{1, 1, 1, 2, 64, false}, std::vector<std::uint8_t>(64, 0), std::vector<std::uint8_t>(128, 0), {}};
-    h.q[0] = e4m3_bits(1.0f);
-    h.k[64] = e4m3_bits(-1.0f);
-    for (int c = 0; c < 64; ++c) h.v.push_back(e4m3_bits(1.0f));
-    for (int c = 0; c < 64; ++c) h.v.push_back(e4m3_bits(0.5f));
-    fp8_scales s;
-    s.scale_s = from_host(256.0f);
-    s.descale_s = from_host(1.0f / 256);
+    const fp8_head h = hand_row();
+    const fp8_scales s = scales_256();
     const flash_kernel kernel = fp8_kernel(find_kernel("bitexact_flash_fp8_sm90"), h.shape, 0.0305, s);
     // P_1 = exp2f(RN(-1 * c)) (the max is 0: RN(0 * c) = 0).
     const float p1 = to_host(ptx::ex2_approx(ptx::mul_f32(from_host(-1.0f), kernel.scale_log2)));
@@ -272,6 +283,47 @@ TEST_SUITE("attention") {
     CHECK(out.lse[0] == ptx::mul_f32(ptx::lg2_approx(from_host(l)), from_host(0.693147182f)));
     MESSAGE(fmt::format("P_1 {}, O {} (bf16 0x{:04X}); P-bar unrounded would give 0x{:04X}", p1, to_double(by_hand),
                         by_hand.bits, unrounded.bits));
+  }
+
+  TEST_CASE("fp8 flash: l of P-bar (p_bar_sum) on the same row: O's weights are P-bar over their own sum") {
+    const fp8_head h = hand_row();
+    const flash_kernel kernel =
+        fp8_kernel(find_kernel("bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum"), h.shape, 0.0305, scales_256());
+    CHECK(kernel.row_sum == row_sum_rule::thread_partials_of_p_bar);
+    // P-bar 256 and 256 (thread 0's keys): l = RN(RN(256 + 256) / 256) = 2, P V = 384 from +0 then added to
+    // O = 0, and O = RN(384 RN(RN(1 / 2) / 256)) = 0.75 exactly: the two keys weigh the same, as their
+    // P-bar do. L = RN(lg2(2) ln 2).
+    const head_bits out = run_fp8(kernel, h);
+    for (const bfloat16 o : out.o) CHECK(o.bits == 0x3F40);
+    CHECK(out.lse[0] == ptx::mul_f32(ptx::lg2_approx(from_host(2.0f)), from_host(0.693147182f)));
+    // Promoted alone, l sums the fp32 P: on this one-block row the standard preset's bits, not 0.75.
+    const head_bits promoted =
+        run_fp8(fp8_kernel(find_kernel("bitexact_flash_fp8_sm90_pv_fp32_add"), h.shape, 0.0305, scales_256()), h);
+    CHECK(promoted == run_fp8(fp8_kernel(find_kernel("bitexact_flash_fp8_sm90"), h.shape, 0.0305, scales_256()), h));
+    CHECK(promoted.o[0].bits != 0x3F40);
+  }
+
+  TEST_CASE("fp8 flash: under p_bar_sum a power-of-two descale_s cancels in O and moves L; with l of P it scales O") {
+    const fp8_head h = normal_head(130, 300, 64, true, 1.0f, 5);
+    fp8_scales quarter = scales_256();
+    quarter.descale_s = from_host(1.0f / 64);
+    std::size_t compared = 0;
+    for (const char* name : {"bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum", "bitexact_flash_fp8_sm90_pv_fp32_add"}) {
+      CAPTURE(name);
+      const bool p_bar_sum = std::string(name).ends_with("p_bar_sum");
+      const head_bits base = run_fp8(fp8_kernel(find_kernel(name), h.shape, 0.125, scales_256()), h);
+      const head_bits moved = run_fp8(fp8_kernel(find_kernel(name), h.shape, 0.125, quarter), h);
+      std::size_t nonzero = 0;
+      for (std::size_t i = 0; i < base.o.size(); ++i, ++compared) {
+        CHECK(to_double(moved.o[i]) == (p_bar_sum ? 1 : 4) * to_double(base.o[i]));
+        nonzero += to_double(base.o[i]) != 0;
+      }
+      CHECK(nonzero > base.o.size() / 2);
+      std::size_t l_moved = 0;
+      for (std::size_t i = 0; i < base.lse.size(); ++i) l_moved += moved.lse[i].bits != base.lse[i].bits;
+      CHECK(l_moved == (p_bar_sum ? base.lse.size() : 0));
+    }
+    CHECK(compared == 2 * 130 * 64);
   }
 
   TEST_CASE("fp8 flash: the presets are the FA2 descriptions with the fp8 fields changed, and survive JSON") {
@@ -347,6 +399,7 @@ TEST_SUITE("attention") {
         {"scale_log2_from", "double_scale", "field 'scale_log2_from': fp8 inputs with max_units scores (FA2's recipe)"},
         {"tensor_core", "sm90", "tensor_core sm90 does not take e4m3 inputs"},
         {"row_sum", "thread_block_sums_descaled_fma", "row_sum block_sum_then_fma, warp_slices_then_add"},
+        {"row_sum", "block_sum_then_fma", "thread_partials_across_blocks or thread_partials_of_p_bar with scores"},
         {"max_units", "exponent", "goes with max_units exponent, flash2 with max_units scores"},
     };
     for (const edit& e : edits) {
@@ -363,6 +416,18 @@ TEST_SUITE("attention") {
     stabilized["exponential"] = "ex2.approx.ftz.f32 for P";
     CHECK(refusal_of_json(stabilized).find("exponential ex2.approx.ftz.f32 for P needs no stabilize rule") !=
           std::string::npos);
+    // A preset's description with one field set, as refused.
+    const auto refusal_of_edit = [](const char* preset, const char* field, const char* value) {
+      nlohmann::json j = kernel_to_json(find_kernel(preset));
+      j[field] = value;
+      return refusal_of_json(j);
+    };
+    // l of P-bar sums an e4m3 P-bar: refused on bf16 inputs and in cuDNN's recipe (max_units exponent).
+    CHECK(refusal_of_edit("pytorch_sdpa_flash_sm90", "row_sum", "thread_partials_of_p_bar") ==
+          "kernel description: row_sum thread_partials_of_p_bar sums an e4m3 P-bar (fp8 inputs, max_units scores)");
+    CHECK(refusal_of_edit("cudnn_sdpa_fp8_sm90", "row_sum", "thread_partials_of_p_bar")
+              .find("goes with max_units exponent, thread_partials_across_blocks or thread_partials_of_p_bar with "
+                    "scores") != std::string::npos);
     // Split-KV: no split path for fp8 (the combine writes bf16 from a bf16 P V).
     nlohmann::json split = ours;
     split["split_kv"] = "flash2_heuristic";
@@ -371,17 +436,13 @@ TEST_SUITE("attention") {
           "kernel description: field 'split_tiles.64': split-KV (splits > 1) is modelled for bf16 inputs only (its "
           "combine kernel writes bf16 O from bf16 P V)");
     // p_scale multiply is FA2's fp8 recipe: refused with bf16 inputs, and in cuDNN's recipe.
-    nlohmann::json bf16_multiply = kernel_to_json(find_kernel("pytorch_sdpa_flash_sm90"));
-    bf16_multiply["p_scale"] = "multiply";
-    CHECK(refusal_of_json(bf16_multiply) == "kernel description: p_scale multiply is modelled with fp8 inputs only");
-    nlohmann::json cudnn_multiply = kernel_to_json(find_kernel("cudnn_sdpa_fp8_sm90"));
-    cudnn_multiply["p_scale"] = "multiply";
-    CHECK(refusal_of_json(cudnn_multiply) ==
+    CHECK(refusal_of_edit("pytorch_sdpa_flash_sm90", "p_scale", "multiply") ==
+          "kernel description: p_scale multiply is modelled with fp8 inputs only");
+    CHECK(refusal_of_edit("cudnn_sdpa_fp8_sm90", "p_scale", "multiply") ==
           "kernel description: p_scale must be lg2_offset with e4m3 inputs and max_units exponent (cuDNN's fp8 recipe)");
-    nlohmann::json cudnn_float_scale = kernel_to_json(find_kernel("cudnn_sdpa_fp8_sm90"));
-    cudnn_float_scale["scale_log2_from"] = "float_scale";
-    CHECK(refusal_of_json(cudnn_float_scale).starts_with("kernel description: field 'scale_log2_from': fp8 inputs "
-                                                          "with max_units exponent (cuDNN's recipe)"));
+    CHECK(refusal_of_edit("cudnn_sdpa_fp8_sm90", "scale_log2_from", "float_scale")
+              .starts_with("kernel description: field 'scale_log2_from': fp8 inputs with max_units exponent (cuDNN's "
+                           "recipe)"));
     // The same description built in C++, not read from JSON: resolve() refuses it.
     kernel_description product = find_kernel("bitexact_flash_fp8_sm90");
     product.scale_log2_from = scale_log2_source::float_product;
@@ -408,6 +469,14 @@ TEST_SUITE("attention") {
         CHECK_THROWS_WITH_AS(resolve(find_kernel("bitexact_flash_fp8_sm90"), call.shape, {{}, default_gpu(), {}, direct}),
                              doctest::Contains(named.c_str()), std::invalid_argument);
       }
+    // scale_s above 448 would store the row max's P-bar saturated: refused (448 itself is taken).
+    attention_call saturating = call;
+    saturating.fp8_scales[4] = 449.0;
+    CHECK(refusal(saturating) ==
+          "kernel bitexact_flash_fp8_sm90: scale_s 449.000000 saturates the row max's P-bar (e4m3's largest finite "
+          "value is 448)");
+    saturating.fp8_scales[4] = 448.0;
+    CHECK(refusal(saturating).empty());
     attention_call split_call = call;
     split_call.splits = 2;
     CHECK(refusal(split_call) == "kernel bitexact_flash_fp8_sm90 has no split-KV path (split is none)");

@@ -29,7 +29,7 @@ smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format
                      text=True).stdout.strip()
 print(f"GPU {smi}; torch {torch.__version__}, CUDA {torch.version.cuda}; median of {repeats}\n")
 print("| B H N d | causal | PyTorch flash | ours bf16 | fp8 call | fp8 kernel | fp8 stabilized, across (calls) | "
-      "fp8 pv_fp32_add (call) | V^T copy (ms) | fp8 call / bf16 | fp8 kernel / bf16 |")
+      "fp8 pv_fp32_add, with p_bar_sum (calls) | V^T copy (ms) | fp8 call / bf16 | fp8 kernel / bf16 |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 gen = torch.Generator(device="cuda").manual_seed(0)
 for B, H, N, d in ((1, 16, 16384, 128), (4, 16, 4096, 128), (4, 16, 4096, 64)):
@@ -46,12 +46,14 @@ for B, H, N, d in ((1, 16, 16384, 128), (4, 16, 4096, 128), (4, 16, 4096, 64)):
         for rule, name in enumerate(("fp8", "fp8 stabilized", "fp8 across")):
             calls[name] = (lambda rule: lambda: torch.ops.bitexact.flash_forward_fp8(
                 q8, k8, v8, causal, scale, 1.0, 1.0, 1.0, 256.0, 1.0 / 256, 1.0, rule, 2.0, 1e-3, False))(rule)
-        calls["fp8 pv_fp32_add"] = lambda: torch.ops.bitexact.flash_forward_fp8(
-            q8, k8, v8, causal, scale, 1.0, 1.0, 1.0, 256.0, 1.0 / 256, 1.0, 0, 2.0, 1e-3, False, True)
+        for name, p_bar_sum in (("fp8 pv_fp32_add", False), ("fp8 p_bar_sum", True)):
+            calls[name] = (lambda p_bar_sum: lambda: torch.ops.bitexact.flash_forward_fp8(
+                q8, k8, v8, causal, scale, 1.0, 1.0, 1.0, 256.0, 1.0 / 256, 1.0, 0, 2.0, 1e-3, False, True,
+                p_bar_sum))(p_bar_sum)
         ms = milliseconds(calls, repeats, count=10, warmup=2)
         ms["fp8 kernel"] = ms["fp8"] - ms["vt"]
         t = {name: flops / x / 1e9 for name, x in ms.items()}
         print(f"| {B} {H} {N} {d} | {'yes' if causal else 'no'} | {t['flash']:.0f} | {t['bf16']:.0f} | "
               f"{t['fp8']:.0f} | {t['fp8 kernel']:.0f} | {t['fp8 stabilized']:.0f}, {t['fp8 across']:.0f} | "
-              f"{t['fp8 pv_fp32_add']:.0f} | {ms['vt']:.3f} | {ms['bf16'] / ms['fp8']:.2f} | "
+              f"{t['fp8 pv_fp32_add']:.0f}, {t['fp8 p_bar_sum']:.0f} | {ms['vt']:.3f} | {ms['bf16'] / ms['fp8']:.2f} | "
               f"{ms['bf16'] / ms['fp8 kernel']:.2f} |", flush=True)

@@ -13,7 +13,7 @@ cases set scale_s 1 (P-bar near zero rounds to 0), scale_o 2 and descale_s 1/64.
 into outputs that start as different garbage, and the two runs' bits are compared.
 
     python3 cuda/attention/capture_flash_fp8.py --generator OUTDIR
-    python3 cuda/attention/capture_flash_fp8.py [--generator] --pv-fp32-add OUTDIR
+    python3 cuda/attention/capture_flash_fp8.py [--generator] --pv-fp32-add [--p-bar-sum] OUTDIR
 
 runs instead the scenario generator's heads (synthetic_heads.py, as `bitexact bias statistics --inputs
 e4m3` draws them: d 64 and 128, 512 keys, 32 query rows, each maximum kind and placement, 1, 8 and 64
@@ -21,7 +21,9 @@ ties, V of mean -1 and +1), one call per head and rule, each head's Q, K and V q
 probe_gen_d{64,128}_rule{0,1,2}.npz of the same layout; facts.json adds per (head dim, rule) O's mean
 error toward zero against an fp64 softmax of the dequantised inputs. --pv-fp32-add runs the kernel's
 pv_fp32_add variant (each K/V block's P V from +0, then one FADD into O; the preset
-bitexact_flash_fp8_sm90_pv_fp32_add) in place of the standard kernel, on the standard cases only.
+bitexact_flash_fp8_sm90_pv_fp32_add) in place of the standard kernel, on the standard cases only;
+--p-bar-sum with it runs its p_bar_sum variant (l summed from the e4m3 P-bar; the preset
+bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum).
 
 OUTDIR gets probe_d64.npz and probe_d128.npz (per case NAME: NAME/q, NAME/k, NAME/v uint8 e4m3 bit patterns
 [1, H, N, d]; NAME/o uint16 bf16 bit patterns [1, H, N, d]; NAME/stats float32 [1, H, N], L in natural-log
@@ -44,12 +46,16 @@ import bitexact.torch  # noqa: F401 (PYTHONPATH=build/python, or pip install): l
 PRESETS = ("bitexact_flash_fp8_sm90", "bitexact_flash_fp8_sm90_stabilized",
            "bitexact_flash_fp8_sm90_stabilized_across_blocks")
 PV_FP32_ADD = "--pv-fp32-add" in sys.argv  # the variant, standard rule only
+P_BAR_SUM = "--p-bar-sum" in sys.argv  # and its own variant
+if P_BAR_SUM and not PV_FP32_ADD:
+    sys.exit("capture_flash_fp8.py: --p-bar-sum is a variant of --pv-fp32-add's kernel; give both")
 RULES = (0,) if PV_FP32_ADD else (0, 1, 2)
-SUFFIX = "_pv_fp32_add" if PV_FP32_ADD else ""  # case names, distinct from the standard capture's
+# Case names, distinct from the standard capture's.
+SUFFIX = "_pv_fp32_add" * PV_FP32_ADD + "_p_bar_sum" * P_BAR_SUM
 
 
 def preset(rule):
-    return "bitexact_flash_fp8_sm90_pv_fp32_add" if PV_FP32_ADD else PRESETS[rule]
+    return f"bitexact_flash_fp8_sm90{SUFFIX}" if PV_FP32_ADD else PRESETS[rule]
 E4M3_MAX = 448.0
 
 
@@ -98,7 +104,7 @@ def call_args(q8, k8, v8, causal, scale, scales, rule):
 def run_case(a, name, args, scales, indicator):
     """One call of the kernel (args: call_args) into arrays a under NAME, and with indicator the indicator's
     pass too; returns O (bf16), L and, with indicator, whether that pass gave the same O and L (else None)."""
-    o, lse, _, _ = torch.ops.bitexact.flash_forward_fp8(*args, False, PV_FP32_ADD)
+    o, lse, _, _ = torch.ops.bitexact.flash_forward_fp8(*args, False, PV_FP32_ADD, P_BAR_SUM)
     a[f"{name}/q"], a[f"{name}/k"], a[f"{name}/v"] = (x.view(torch.uint8).cpu().numpy() for x in args[:3])
     a[f"{name}/o"] = o.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
     a[f"{name}/stats"] = lse.cpu().numpy()
@@ -106,7 +112,7 @@ def run_case(a, name, args, scales, indicator):
         a[f"{name}/{key}"] = np.float32(value)
     if not indicator:
         return o, lse, None
-    oi, lsei, ones, repeated = torch.ops.bitexact.flash_forward_fp8(*args, True, PV_FP32_ADD)
+    oi, lsei, ones, repeated = torch.ops.bitexact.flash_forward_fp8(*args, True, PV_FP32_ADD, P_BAR_SUM)
     same = bool(torch.equal(oi.view(torch.int16), o.view(torch.int16)) and
                 torch.equal(lsei.view(torch.int32), lse.view(torch.int32)))
     a[f"{name}/p_bar_ones"] = ones.cpu().numpy()
@@ -159,7 +165,7 @@ def main():
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                          capture_output=True, text=True).stdout.strip()
     facts = {"gpu": smi, "torch": torch.__version__, "cuda": torch.version.cuda, "pv_fp32_add": PV_FP32_ADD,
-             "cases": []}
+             "p_bar_sum": P_BAR_SUM, "cases": []}
     if generate:
         generator(outdir, facts)
         with open(os.path.join(outdir, "facts.json"), "w") as f:
@@ -179,7 +185,7 @@ def main():
         name = case["name"]
         torch.empty(1 << 26, device="cuda").fill_(float("nan"))  # garbage where the next outputs may land
         o, lse, indicator_same = run_case(arrays[d], name, args, scales, case["rule"] == 0)
-        o2, lse2, _, _ = torch.ops.bitexact.flash_forward_fp8(*args, False, PV_FP32_ADD)
+        o2, lse2, _, _ = torch.ops.bitexact.flash_forward_fp8(*args, False, PV_FP32_ADD, P_BAR_SUM)
         torch.cuda.synchronize()
         same = bool(torch.equal(o.view(torch.int16), o2.view(torch.int16)) and
                     torch.equal(lse.view(torch.int32), lse2.view(torch.int32)))
@@ -190,7 +196,8 @@ def main():
             s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), float("-inf"))
         reference = torch.softmax(s, -1) @ vf
         if case["kind"] == "scale_o_2":
-            reference = reference * 2.0 * 4.0  # scale_o 2, and descale_s 1/64 against scale_s 256
+            # scale_o 2, and descale_s 1/64 against scale_s 256 (which P-bar's sum, descaled, cancels)
+            reference = reference * 2.0 * (1.0 if P_BAR_SUM else 4.0)
         error = float(((o.double() - reference).abs().max() / reference.abs().max()))
         record = dict(case, preset=preset(case["rule"]), runs_identical=same, max_relative_error=error,
                       scales={key: float(np.float32(value)) for key, value in scales.items()})

@@ -41,6 +41,7 @@ inline forward_params make_params(const call& c) {
     p.v_strides = device_strides(c.v_strides, c.batch, c.kv_heads, c.head_dim, fp8_key_columns(c.key_rows));  // V^T
     p.p_scale = c.fp8->scale_s;
     p.o_scale = (c.fp8->descale_s * c.fp8->descale_v) * c.fp8->scale_o;
+    p.p_descale = c.fp8->descale_s;
   }
   return p;
 }

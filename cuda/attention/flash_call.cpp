@@ -34,10 +34,13 @@ const char* call_refusal(const call& c) {
                    "(v as V^T, its rows at least fp8_key_columns(key_rows) apart)"
                  : "q, k, v and o must be 16-byte aligned with strides that are positive multiples of 8 elements";
   if (c.pv_fp32_add && !c.fp8) return "pv_fp32_add is a choice of the fp8 kernel (fp8 set)";
+  if (c.p_bar_sum && !c.pv_fp32_add)
+    return "p_bar_sum is a choice of the fp8 kernel's pv_fp32_add variant (fp8 and pv_fp32_add set)";
   if (c.fp8) {
     const fp8_scales& s = *c.fp8;
     for (const float x : {s.descale_q, s.descale_k, s.descale_v, s.descale_s, s.scale_s, s.scale_o})
       if (!(x > 0.f && std::isfinite(x))) return "every fp8 scale must be positive and finite";
+    if (s.scale_s > 448.f) return "scale_s above 448 saturates the row max's P-bar (e4m3's largest finite value)";
   }
   if (c.stabilize < 0 || c.stabilize > 2) return "stabilize must be 0, 1 or 2";
   // The tie test looks at each row's second largest score only, exact for a positive finite scale.

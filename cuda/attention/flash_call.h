@@ -74,6 +74,10 @@ struct call {
   // fp8: each K/V block's P V from +0, then one FADD into O (the preset
   // bitexact_flash_fp8_sm90_pv_fp32_add), instead of O as the chain's C.
   bool pv_fp32_add = false;
+  // fp8 with pv_fp32_add: l sums the e4m3 P-bar P V takes, decoded, times
+  // descale_s once joined, instead of the fp32 P (the preset
+  // bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum).
+  bool p_bar_sum = false;
 };
 
 // Whether the copies read a [batch][heads][rows][head_dim] tensor at data

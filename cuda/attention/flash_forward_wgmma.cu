@@ -92,6 +92,8 @@ struct wgmma_structure {
 
 // The host API (its contract: flash_call.h).
 int flash::forward_wgmma(const call& c, cudaStream_t stream) {
+  if (c.fp8 && c.p_bar_sum)
+    return flash::forward<wgmma_structure<e4m3_pv_fp32_add_p_bar_sum_operands>::of>(c, stream);
   if (c.fp8 && c.pv_fp32_add) return flash::forward<wgmma_structure<e4m3_pv_fp32_add_operands>::of>(c, stream);
   return c.fp8 ? flash::forward<wgmma_structure<e4m3_operands>::of>(c, stream)
                : flash::forward<wgmma_structure<bf16_operands>::of>(c, stream);

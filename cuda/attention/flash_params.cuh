@@ -37,7 +37,8 @@ struct forward_params {
   int32_t* max_repeated = nullptr;
   // Our FP8 kernel's (flash_call.h): P-bar is e4m3(RN(P * p_scale)), and O's
   // factor RN(RN(1 / l) * o_scale); scale has the descales of Q and K in it.
-  float p_scale = 1.f, o_scale = 1.f;
+  // p_bar_sum: l is P-bar's sum times p_descale (descale_s).
+  float p_scale = 1.f, o_scale = 1.f, p_descale = 1.f;
 
   __host__ __device__ int batch_of(int head) const { return head / heads; }
   __host__ __device__ int query_head_of(int head) const { return head % heads; }

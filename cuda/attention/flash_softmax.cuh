@@ -16,6 +16,7 @@
 #include "flash_params.cuh"
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cmath>
 #include <cstdint>
@@ -246,8 +247,8 @@ __device__ __forceinline__ float rescaled_row_sum(const float (&s)[BN / 8][4], i
   return sum;
 }
 
-// S overwritten by its exponentials, and the row sums updated, row by row.
-template <int D, int BN, bool Fused, int Slabs, class Exp2>
+// S overwritten by its exponentials, and (SumP) the row sums updated, row by row.
+template <int D, int BN, bool Fused, bool SumP, int Slabs, class Exp2>
 __device__ __forceinline__ void exponentiate(row_state<D, Slabs>& rs, float (&s)[Slabs][BN / 8][4],
                                              const float (&alpha)[Slabs][2], const float (&max_scaled)[Slabs][2],
                                              const forward_params& p, bool first, Exp2 exp2) {
@@ -260,7 +261,7 @@ __device__ __forceinline__ void exponentiate(row_state<D, Slabs>& rs, float (&s)
 #pragma unroll
         for (int r = 2 * h; r < 2 * h + 2; ++r)
           s[slab][j][r] = exp2(exponent<Fused>(s[slab][j][r], p.scale_log2, max_scaled[slab][h]));
-      rs.sum[slab][h] = rescaled_row_sum<BN>(s[slab], h, first, alpha[slab][h], rs.sum[slab][h]);
+      if constexpr (SumP) rs.sum[slab][h] = rescaled_row_sum<BN>(s[slab], h, first, alpha[slab][h], rs.sum[slab][h]);
     }
 }
 
@@ -268,8 +269,10 @@ __device__ __forceinline__ void exponentiate(row_state<D, Slabs>& rs, float (&s)
 // the rule, S overwritten by its exponentials, the row sums updated, and
 // alpha, the factor O must be rescaled by (rescale_o) before this block's
 // P V is added. Masking: the step is one of FA2's masking steps; Fused: the
-// exponent is one FFMA (exponent).
-template <int D, int BN, int Slabs, bool Causal, stabilization Rule, bool Count, bool Masking, bool Fused = false>
+// exponent is one FFMA (exponent); SumP: the row sums take P here (not
+// P-bar, p_bar_row_sums).
+template <int D, int BN, int Slabs, bool Causal, stabilization Rule, bool Count, bool Masking, bool Fused = false,
+          bool SumP = true>
 __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s)[Slabs][BN / 8][4],
                                               float (&alpha)[Slabs][2], const forward_params& p, bool first) {
   constexpr bool Stabilize = Rule != stabilization::none;
@@ -277,9 +280,9 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
   // rule does, without changing the max the softmax uses.
   constexpr bool Second = Stabilize || Count;
   // Our FP8 kernel's standard rule (Fused) takes P from MUFU.EX2 alone, no
-  // test needed: a P below 2^-126 is 0 in e4m3 (for scale_s up to 2^116) and
+  // test needed: a P below 2^-126 is 0 in e4m3 (scale_s is at most 448) and
   // lost in l beside the row max's P near 1 (the description's exponential,
-  // ex2.approx.ftz.f32 for P; the emulator computes it so for any scale_s).
+  // ex2.approx.ftz.f32 for P).
   // Of the others only the plain standard kernel tries MUFU.EX2 alone: in the
   // rest the second-largest tree already delays the exponentials, and it
   // measured no faster there (docs/performance.md).
@@ -302,9 +305,9 @@ __device__ __forceinline__ void softmax_block(row_state<D, Slabs>& rs, float (&s
   // ready when the exponents are; it drops exp2f's test (three instructions
   // a score) for the whole block.
   if (FtzP || (TryBare && __all_sync(0xffffffff, bare)))
-    exponentiate<D, BN, Fused>(rs, s, alpha, max_scaled, p, first, ex2_approx_ftz{});
+    exponentiate<D, BN, Fused, SumP>(rs, s, alpha, max_scaled, p, first, ex2_approx_ftz{});
   else
-    exponentiate<D, BN, Fused>(rs, s, alpha, max_scaled, p, first, exp2f_full{});
+    exponentiate<D, BN, Fused, SumP>(rs, s, alpha, max_scaled, p, first, exp2f_full{});
 }
 
 // O rescaled by the block's alpha (softmax_block), before its P V is added.
@@ -367,6 +370,42 @@ __device__ __forceinline__ void p_fragment_e4m3(uint32_t (&pa)[4], row_state<D, 
   }
 }
 
+// The p_bar_sum variant's row sums (the preset's row_sum
+// thread_partials_of_p_bar): FA2's sums of this block's e4m3 P-bar, as the A
+// fragments of p_fragment_e4m3 hold it, decoded (cvt.rn.f16x2.e4m3x2, then
+// to fp32: both exact). Words h and h + 2 of keys 32kk.. hold row h's
+// columns 8j + 2t, 8j + 2t + 1 for j = 4kk .. 4kk + 3, in byte order: FA2's
+// order (rescaled_row_sum), the rescale fused into the first addition.
+template <int D, int BN>
+__device__ __forceinline__ void p_bar_row_sums(row_state<D, 1>& rs, const uint32_t (&pa)[BN / 32][4],
+                                               const float (&alpha)[1][2], bool first) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = rs.sum[0][h];
+#pragma unroll
+    for (int kk = 0; kk < BN / 32; ++kk)
+#pragma unroll
+      for (int w = h; w < 4; w += 2) {  // the row's two words, two e4m3 pairs each
+        uint32_t halves[2];
+        // One asm from the 32-bit word: fed the 16-bit halves of P-bar's
+        // conversion instead (what nvcc forwards to cuda_fp8.h's intrinsic),
+        // ptxas 13.0 read some as garbage in the indicator's instantiation.
+        asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %2;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n"
+            " cvt.rn.f16x2.e4m3x2 %1, hi;\n}"
+            : "=r"(halves[0]), "=r"(halves[1])
+            : "r"(pa[kk][w]));
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const float2 pair = __half22float2(*reinterpret_cast<const __half2*>(&halves[i]));
+          if (kk == 0 && w == h && i == 0) sum = first ? pair.x : __fmaf_rn(alpha[0][h], sum, pair.x);
+          else sum = __fadd_rn(sum, pair.x);
+          sum = __fadd_rn(sum, pair.y);
+        }
+      }
+    rs.sum[0][h] = sum;
+  }
+}
+
 // A row's value summed over the quad of threads that shares it, in FA2's order.
 __device__ __forceinline__ float quad_sum(float x) {
   x = __fadd_rn(x, __shfl_xor_sync(0xffffffff, x, 2));
@@ -395,8 +434,9 @@ __device__ __forceinline__ void write_row_statistics(const row_state<D, Slabs>& 
 // The row sums reduced over the quad, O normalised to bf16 pairs and handed
 // to store_pair(slab, row, column, pair) (columns 8j + 2t and 8j + 2t + 1 of
 // row 0 to 15 of the slab), L (and the indicator) written; rows past N are
-// skipped. ScaledO (our FP8 kernel): O's factor is RN(inverse * o_scale).
-template <int D, int Slabs, bool Count, bool ScaledO = false, class StorePair>
+// skipped. ScaledO (our FP8 kernel): O's factor is RN(inverse * o_scale);
+// DescaledSum (its p_bar_sum variant): the joined sum is RN(sum * p_descale) first.
+template <int D, int Slabs, bool Count, bool ScaledO = false, bool DescaledSum = false, class StorePair>
 __device__ __forceinline__ void finish_rows(const row_state<D, Slabs>& rs, const forward_params& p, int head,
                                             const int (&first_row)[Slabs], StorePair store_pair) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -404,7 +444,8 @@ __device__ __forceinline__ void finish_rows(const row_state<D, Slabs>& rs, const
   for (int slab = 0; slab < Slabs; ++slab)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const float sum = quad_sum(rs.sum[slab][h]);
+      float sum = quad_sum(rs.sum[slab][h]);
+      if constexpr (DescaledSum) sum = __fmul_rn(sum, p.p_descale);
       const bool degenerate = sum == 0.f || sum != sum;
       float inverse = degenerate ? 1.f : __frcp_rn(sum);
       if constexpr (ScaledO) inverse = __fmul_rn(inverse, p.o_scale);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A few small calls of our three kernels and the indicator variant, in both
 structures (FA2's and wgmma's), and of our FP8 kernel (its rules, the
-indicator, pv_fp32_add, grouped K/V heads), for compute-sanitizer on the device
+indicator, pv_fp32_add and its p_bar_sum, grouped K/V heads), for compute-sanitizer on the device
 machine (odd lengths, N = 1, query and key lengths that differ, rows wholly
 masked, NaN and infinite inputs, both head dims, causal and not), and calls
 with 160 heads, whose persistent wgmma thread blocks take several row blocks
@@ -45,16 +45,16 @@ for d in (64, 128) if which != "fp8" else ():
             calls += 1
         bitexact_torch.flash_forward_with_indicator(q, k, v, False, d ** -0.5, 1e-3, "wgmma")
         calls += 1
-# The FP8 kernel: odd lengths, both masks, each rule with and without pv_fp32_add, the indicator, and
-# grouped K/V heads read from a transposed [B, N, H, d] view.
+# The FP8 kernel: odd lengths, both masks, each rule with and without pv_fp32_add (and its p_bar_sum),
+# the indicator, and grouped K/V heads read from a transposed [B, N, H, d] view.
 for d in (64, 128) if which != "bf16" else ():
     for nq, nk in ((1, 1), (77, 77), (300, 1000), (1000, 300)):
         for causal in (False, True):
             q, k, v = (torch.randn(2, 4, n, d, generator=gen).to("cuda").to(torch.float8_e4m3fn) for n in (nq, nk, nk))
-            for pv_fp32_add in (False, True):
+            for pv_fp32_add, p_bar_sum in ((False, False), (True, False), (True, True)):
                 for stabilize in (0, 1, 2):
                     bitexact_torch.flash_forward_fp8(q, k, v, causal, d ** -0.5, 1.0, 1.0, 1.0, 256.0, 1 / 256, 1.0,
-                                                     stabilize, 2.0, 1e-3, stabilize == 0, pv_fp32_add)
+                                                     stabilize, 2.0, 1e-3, stabilize == 0, pv_fp32_add, p_bar_sum)
                     calls += 1
             q = torch.randn(2, nq, 4, d, generator=gen).to("cuda").to(torch.float8_e4m3fn).transpose(1, 2)
             k, v = (torch.randn(2, 2, nk, d, generator=gen).to("cuda").to(torch.float8_e4m3fn) for _ in range(2))

@@ -51,7 +51,7 @@ struct o_epilogue {
   __device__ __forceinline__ void write_tile(const row_state<D, 1>& rs, const forward_params& p,
                                              const int (&first_row)[1], int head) const {
     const int warp = threadIdx.x / 32 % 4;
-    finish_rows<D, 1, Count, Op::fp8>(rs, p, head, first_row, [&](int, int row, int column, uint32_t pair) {
+    finish_rows<D, 1, Count, Op::fp8, Op::p_bar_sum>(rs, p, head, first_row, [&](int, int row, int column, uint32_t pair) {
       const int r = warp * 16 + row;
       const uint32_t address =
           tile + (column / 64) * L::o_page + r * 128 + ((((column % 64) / 8) ^ (r % 8)) << 4) + (column % 8) * 2;

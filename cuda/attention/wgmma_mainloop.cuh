@@ -216,7 +216,7 @@ struct row_block_pass {
     hopper::fence_accumulators<BN>(s[0]);
     release(slot.barrier.k_empty);
     softmax(s, alpha, blocks.count - 1, blocks.masking_steps > 0, true);
-    pack_p(pa, s);
+    pack_p(pa, s, alpha, true);
   }
 
   // Block i's S with P V of the block before it.
@@ -234,7 +234,7 @@ struct row_block_pass {
     hopper::warpgroup_wait<0>();  // P V(i - 1) has landed
     land_block_pv(pv, previous);
     rescale_o(rs, alpha);
-    pack_p(pa, s);
+    pack_p(pa, s, alpha, false);
   }
 
   __device__ __forceinline__ void last_pv(const p_fragments& pa, block_sums& pv, const kv_slot<Op, D>& previous,
@@ -272,19 +272,21 @@ struct row_block_pass {
   __device__ __forceinline__ void softmax(scores& s, factors& alpha, int n_block, bool masking, bool first) const {
     if (masking) {
       mask_scores<BN, 1, Causal>(s, p, first_row, n_block);
-      softmax_block<D, BN, 1, Causal, Rule, Count, true, Op::fp8>(rs, s, alpha, p, first);
+      softmax_block<D, BN, 1, Causal, Rule, Count, true, Op::fp8, !Op::p_bar_sum>(rs, s, alpha, p, first);
     } else {
-      softmax_block<D, BN, 1, Causal, Rule, Count, false, Op::fp8>(rs, s, alpha, p, first);
+      softmax_block<D, BN, 1, Causal, Rule, Count, false, Op::fp8, !Op::p_bar_sum>(rs, s, alpha, p, first);
     }
   }
 
-  __device__ __forceinline__ void pack_p(p_fragments& pa, const scores& s) const {
+  // P's A fragments; p_bar_sum: the row sums from them (alpha: the block's, first: block 0).
+  __device__ __forceinline__ void pack_p(p_fragments& pa, const scores& s, const factors& alpha, bool first) const {
 #pragma unroll
     for (int kk = 0; kk < BN / Op::pv_keys; ++kk)
       if constexpr (Op::fp8)
         p_fragment_e4m3<D, BN, Count>(pa[kk], rs, s[0], kk, p.p_scale);
       else
         p_fragment<D, BN, 1, Count>(pa[kk], rs, s, 0, kk);
+    if constexpr (Op::p_bar_sum) p_bar_row_sums<D, BN>(rs, pa, alpha, first);
   }
 };
 

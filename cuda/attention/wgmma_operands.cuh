@@ -20,6 +20,7 @@ struct bf16_operands {
   static constexpr int bytes = 2;
   static constexpr bool fp8 = false;
   static constexpr bool pv_fp32_add = false;  // P V's chain takes O as C
+  static constexpr bool p_bar_sum = false;    // l sums the fp32 P
   static constexpr int pv_keys = 16;  // keys of one P V step
   // FA2's K/V blocks, part of PyTorch's bits; K/V blocks in flight (more measured no faster).
   template <int D>
@@ -43,6 +44,7 @@ struct e4m3_operands {
   static constexpr int bytes = 1;
   static constexpr bool fp8 = true;
   static constexpr bool pv_fp32_add = false;
+  static constexpr bool p_bar_sum = false;
   static constexpr int pv_keys = 32;
   // Our own choice (the preset bitexact_flash_fp8_sm90 says it): 128 keys,
   // V^T's rows one 128-byte swizzle wide; the k32 steps are twice as fast as
@@ -66,6 +68,13 @@ struct e4m3_pv_fp32_add_operands : e4m3_operands {
   __host__ __device__ static constexpr int consumers(int) { return 2; }
   __host__ __device__ static constexpr int consumer_registers(int) { return 240; }
   static constexpr bool pv_fp32_add = true;
+};
+
+// The same with l summed from the e4m3 P-bar that P V takes (p_fragment_e4m3,
+// the preset bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum): O's weights
+// are P-bar over their own sum (docs/rounding-bias.md, section 7).
+struct e4m3_pv_fp32_add_p_bar_sum_operands : e4m3_pv_fp32_add_operands {
+  static constexpr bool p_bar_sum = true;
 };
 
 // The query rows of one thread block.

@@ -5,7 +5,11 @@ is cut to the fp8 unit's 13-bit window toward zero at every step) and through it
 bitexact_flash_fp8_sm90_pv_fp32_add (each block's P V from +0, then one fp32 FADD: the promotion to
 fp32 that DeepSeek-V3's FP8 GEMMs make for the same reason); then, in exact arithmetic, the other
 source: P-bar = e4m3(P * 256) / 256 weighs V while l sums the unrounded P, so the weights need not sum
-to 1; normalising by the sum of the P-bar used instead removes that. Errors are against the exact
+to 1; normalising by the sum of the P-bar used instead removes that, and the variant's p_bar_sum
+(bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum: l summed from the e4m3 P-bar) does so in the kernel.
+What it keeps is measured against the same exact model with O rounded to bf16 (to nearest even): the
+fp8 unit's truncation inside each block's chain of k32 steps, which the same description with blocks of
+32 keys (one k32 step a block, each promoted; no kernel runs it) shows. Errors are against the exact
 softmax(S) V of the dequantised e4m3 inputs, so they are the kernel's own rounding, not the
 quantisation's.
 
@@ -41,6 +45,12 @@ def to_e4m3(x):
     return (np.where(up, i, i - 1) | np.where(x < 0, 0x80, 0)).astype(np.uint8)
 
 
+def to_bf16(x):
+    """x (float64) rounded once to bf16's 8 significant bits, to nearest even (np.rint), as a float64."""
+    m, e = np.frexp(x)
+    return np.ldexp(np.rint(m * 256), e - 8)
+
+
 def from_e4m3(codes):
     return np.where(codes & 0x80, -1.0, 1.0) * GRID[codes & 0x7F]
 
@@ -72,10 +82,14 @@ def main():
     generator = "--generator" in sys.argv[1:]
     counts = [int(a) for a in sys.argv[1:] if a.isdigit()]
     heads = generator_heads() if generator else random_heads(counts[0] if counts else 12)
-    kernels = {"bitexact_flash_fp8_sm90": "bitexact_flash_fp8_sm90",
-               "bitexact_flash_fp8_sm90_pv_fp32_add": "bitexact_flash_fp8_sm90_pv_fp32_add"}
+    kernels = {name: {"preset": name} for name in ("bitexact_flash_fp8_sm90", "bitexact_flash_fp8_sm90_pv_fp32_add",
+                                                    "bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum")}
+    one_step = bitexact.kernel_description("bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum")
+    for tile in one_step["tiles"].values():
+        tile["block_n"] = 32
+    kernels["the same with blocks of 32 keys (a description)"] = {"kernel": one_step}
     exact_models = ("exact but for P-bar = e4m3(P * 256) / 256, l of the fp32 P",
-                    "the same, l of the P-bar used")
+                    "the same, l of the P-bar used", "the same, O rounded to bf16")
     errors = {}
     for q, k, v in heads:
         d = q.shape[1]
@@ -85,10 +99,11 @@ def main():
         values = from_e4m3(v8) * dv
         exact = (p / p.sum(-1, keepdims=True)) @ values
         p_bar = from_e4m3(to_e4m3((p * 256).astype(np.float32))) / 256
-        outputs = {exact_models[0]: p_bar @ values / p.sum(-1, keepdims=True),
-                   exact_models[1]: p_bar @ values / p_bar.sum(-1, keepdims=True)}
-        for name, preset in kernels.items():
-            o, _ = bitexact.attention(q8, k8, v8, preset=preset, descale_q=dq, descale_k=dk, descale_v=dv,
+        weighed = p_bar @ values / p_bar.sum(-1, keepdims=True)
+        outputs = {exact_models[0]: p_bar @ values / p.sum(-1, keepdims=True), exact_models[1]: weighed,
+                   exact_models[2]: to_bf16(weighed)}
+        for name, model in kernels.items():
+            o, _ = bitexact.attention(q8, k8, v8, **model, descale_q=dq, descale_k=dk, descale_v=dv,
                                       descale_s=1 / 256, scale_s=256.0)
             outputs[name] = (o.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
         for name, o in outputs.items():

@@ -102,15 +102,16 @@ def flash_forward_with_indicator(query, key, value, is_causal=False, scale=None,
 flash_forward_fp8 = torch.ops.bitexact.flash_forward_fp8
 flash_forward_fp8.__doc__ = """flash_forward_fp8(query, key, value, is_causal, scale, descale_q=1.0, descale_k=1.0,
 descale_v=1.0, scale_s=256.0, descale_s=1/256, scale_o=1.0, stabilize=0, beta=2.0, eps=1e-3, indicator=False,
-pv_fp32_add=False) -> (O, L, p_bar_ones, max_repeated): our FP8 forward kernel. query, key, value: torch.float8_e4m3fn
+pv_fp32_add=False, p_bar_sum=False) -> (O, L, p_bar_ones, max_repeated): our FP8 forward kernel. query, key, value: torch.float8_e4m3fn
 [B, H, N, d], d 64 or 128, unit stride on d, x / descale_x of the real tensors. O bf16 (laid out
 [B, N, H, d]), L fp32 [B, H, N] in natural-log units of the descaled scores. P-bar = e4m3(RN(P * scale_s)),
 O's factor RN(RN(1 / l) * RN(RN(descale_s * descale_v) * scale_o)), the scores' scale
 RN(RN(scale * descale_q) * descale_k) (docs/attention.md). indicator=True also returns the leading indicator
 per row (int32 [B, H, N]): the keys whose P-bar equals the row max's (e4m3(scale_s)), and the tie test;
 else two empty tensors. pv_fp32_add=True: each K/V block's P V from +0, then one FADD into O, instead of O
-as the fp8 unit's C (the preset bitexact_flash_fp8_sm90_pv_fp32_add; docs/rounding-bias.md section 7). Not
-differentiable (fp8_attention is)."""
+as the fp8 unit's C (the preset bitexact_flash_fp8_sm90_pv_fp32_add; docs/rounding-bias.md section 7).
+p_bar_sum=True (with pv_fp32_add): l sums the e4m3 P-bar that P V takes, times descale_s, instead of the fp32 P
+(the preset bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum). Not differentiable (fp8_attention is)."""
 
 E4M3_MAX = 448.0
 

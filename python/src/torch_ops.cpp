@@ -5,9 +5,10 @@
 //   flash_forward(query, key, value, is_causal, scale, stabilize, beta, eps, structure) -> (O, L)
 //   flash_forward_indicator(query, key, value, is_causal, scale, eps, structure) -> (O, L, p_bar_ones, max_repeated)
 //   flash_forward_fp8(query, key, value, is_causal, scale, descale_q, descale_k, descale_v, scale_s, descale_s,
-//                     scale_o, stabilize, beta, eps, indicator, pv_fp32_add) -> (O, L, p_bar_ones, max_repeated)
+//                     scale_o, stabilize, beta, eps, indicator, pv_fp32_add, p_bar_sum)
+//                     -> (O, L, p_bar_ones, max_repeated)
 //                     (p_bar_ones and max_repeated empty unless indicator; pv_fp32_add: each K/V
-//                     block's P V from +0, then one FADD into O)
+//                     block's P V from +0, then one FADD into O; p_bar_sum, with it: l sums P-bar)
 //   fp8_value_layout(value) -> V^T as the FP8 kernel reads it (uint8)
 //
 // flash_forward_fp8 is our FP8 kernel, forward only: e4m3 Q, K and V with
@@ -140,7 +141,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> flash_forward_fp8_cuda(const Tensor& 
                                                                   double descale_q, double descale_k,
                                                                   double descale_v, double scale_s, double descale_s,
                                                                   double scale_o, int64_t stabilize, double beta,
-                                                                  double eps, bool indicator, bool pv_fp32_add) {
+                                                                  double eps, bool indicator, bool pv_fp32_add,
+                                                                  bool p_bar_sum) {
   for (const auto& [name, t] : {std::pair{"query", &query}, std::pair{"key", &key}, std::pair{"value", &value}})
     TORCH_CHECK_VALUE(t->scalar_type() == at::kFloat8_e4m3fn && t->dim() == 4 && t->stride(-1) == 1, "bitexact: ",
                       name, " must be a float8_e4m3fn tensor [B, H, N, d] with a unit stride on d; got ",
@@ -168,7 +170,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> flash_forward_fp8_cuda(const Tensor& 
                 strides_of(q), strides_of(k), strides_of(vt), strides_of(o), is_causal, float(scale),
                 int(stabilize), float(beta), float(eps),
                 indicator ? p_bar_ones.data_ptr<int32_t>() : nullptr,
-                indicator ? max_repeated.data_ptr<int32_t>() : nullptr, &scales, pv_fp32_add};
+                indicator ? max_repeated.data_ptr<int32_t>() : nullptr, &scales, pv_fp32_add, p_bar_sum};
   launch_call(c, "wgmma", q);
   return {o, lse, p_bar_ones, max_repeated};
 }
@@ -197,7 +199,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> flash_forward_indicator_elsewhere(con
 std::tuple<Tensor, Tensor, Tensor, Tensor> flash_forward_fp8_elsewhere(const Tensor& query, const Tensor&,
                                                                        const Tensor&, bool, double, double, double,
                                                                        double, double, double, double, int64_t,
-                                                                       double, double, bool, bool) {
+                                                                       double, double, bool, bool, bool) {
   TORCH_CHECK_VALUE(false, "bitexact: the kernels run on CUDA tensors; got ", query.device());
 }
 
@@ -278,7 +280,7 @@ TORCH_LIBRARY(bitexact, m) {
   m.def("flash_forward_fp8(Tensor query, Tensor key, Tensor value, bool is_causal, float scale, "
         "float descale_q=1.0, float descale_k=1.0, float descale_v=1.0, float scale_s=256.0, "
         "float descale_s=0.00390625, float scale_o=1.0, int stabilize=0, float beta=2.0, float eps=0.001, "
-        "bool indicator=False, bool pv_fp32_add=False) -> (Tensor, Tensor, Tensor, Tensor)");
+        "bool indicator=False, bool pv_fp32_add=False, bool p_bar_sum=False) -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("fp8_value_layout(Tensor value) -> Tensor");
 }
 

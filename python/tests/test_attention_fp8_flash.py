@@ -146,7 +146,8 @@ def test_the_command_writes_and_compares_the_bf16_o(cli, tmp_path, compared):
 def test_attention_row_traces_our_fp8_kernel_to_the_gpus_bits(compared, data_dir):
     """attention_row on a captured head of our FP8 kernel (tests/data/flash_fp8, an H200's bits): the row's O
     is the GPU's, each block keeps the e4m3 P-bar P V took, and O[row][col]'s trace takes 32-product steps,
-    ending in the GPU's bf16 value; the pv_fp32_add preset adds one FADD a block."""
+    ending in the GPU's bf16 value; the pv_fp32_add preset adds one FADD a block; the p_bar_sum preset's rows
+    of its own captured head are the GPU's too."""
     head = data_dir / "flash_fp8" / "d64_n1000_full_rule1_ties_n1000_h0_rows0-63"
     q, k, v, o = (np.load(head / f"{x}.npy") for x in ("q", "k", "v", "o"))
     scales = dict(descale_q=0.018720735, descale_k=0.010690597, descale_v=0.01017301, descale_s=1 / 256, scale_s=256.0)
@@ -160,6 +161,20 @@ def test_attention_row_traces_our_fp8_kernel_to_the_gpus_bits(compared, data_dir
         compared(o.shape[1])
     promoted = bitexact.attention_row(q, k, v, 5, col=17, preset="bitexact_flash_fp8_sm90_pv_fp32_add", **scales)
     assert [s["kind"] for s in promoted["steps"]].count("block_add") == 8
+    # The p_bar_sum preset on its own captured head (descale_s 1/64, scale_o 2): the GPU's O and L, and a row
+    # sum of P-bar, not of the fp32 P.
+    head = data_dir / "flash_fp8" / "d64_n1000_full_rule0_scale_o_2_pv_fp32_add_p_bar_sum_n1000_h0_rows0-31"
+    q8, k8, v8, o8, lse8 = (np.load(head / f"{x}.npy") for x in ("q", "k", "v", "o", "stats"))
+    bits = dict(descale_q=0x3C181675, descale_k=0x3C1EB4EE, descale_v=0x3C39A1AB, descale_s=0x3C800000)
+    own = {name: float(np.uint32(b).view(np.float32)) for name, b in bits.items()} | dict(scale_s=256.0, scale_o=2.0)
+    for row in (0, 3, 31):
+        traced = bitexact.attention_row(q8, k8, v8, row, col=5, preset="bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum",
+                                        **own)
+        np.testing.assert_array_equal(traced["o"], o8[row])
+        assert traced["lse"] == lse8.view(np.uint32)[row]
+        of_p = bitexact.attention_row(q8, k8, v8, row, col=5, preset="bitexact_flash_fp8_sm90_pv_fp32_add", **own)
+        assert traced["splits"][0]["sum"] != of_p["splits"][0]["sum"]
+        compared(o8.shape[1] + 1)
     with pytest.raises(ValueError, match="8-bit patterns of e4m3"):
         bitexact.attention_row(q.astype(np.uint16), k.astype(np.uint16), v.astype(np.uint16), 0, col=0,
                                preset=PRESET, **scales)

@@ -462,13 +462,15 @@ class row_slab {
     const float32* acc = o_.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(d_);
     // FA2's Allreduce<4>: xor 2, then xor 1; cuDNN's shuffles xor 1, then xor 2;
     // the per-block rules keep the joined sum in the first slot.
-    const float32 sum =
-        kernel_.row_sum == row_sum_rule::thread_partials_across_blocks
+    float32 sum =
+        sums_thread_partials(kernel_.row_sum)
             ? ptx::add_f32(ptx::add_f32(sums_[base], sums_[base + 2]), ptx::add_f32(sums_[base + 1], sums_[base + 3]))
         : kernel_.row_sum == row_sum_rule::thread_block_sums_fma ||
                 kernel_.row_sum == row_sum_rule::thread_block_sums_descaled_fma
             ? add(add(sums_[base], sums_[base + 1]), add(sums_[base + 2], sums_[base + 3]))
             : sums_[base];
+    // P-bar's sum is in scale_s's units: descale_s takes it back, so O's factor and L are FA2's fp8 ones.
+    if (kernel_.row_sum == row_sum_rule::thread_partials_of_p_bar) sum = ptx::mul_f32(sum, kernel_.p_descale);
     float32 inverse = from_host(1.0f);
     if (kernel_.normalize == normalization::reciprocal_then_multiply) {
       const bool degenerate = to_host(sum) == 0.0f || sum.is_nan();
@@ -586,6 +588,10 @@ class row_slab {
                                           std::span<const float32>(s, bn), row_p,
                                           fp8 ? std::span<const bfloat16>() : std::span<const bfloat16>(row_p_bf16_),
                                           fp8 ? std::span<const float8_e4m3>(p8, bn) : std::span<const float8_e4m3>()});
+    // row_sum thread_partials_of_p_bar: the sums take P-bar as P V does,
+    // decoded, in place of the fp32 P (no later step reads row_p).
+    if (kernel_.row_sum == row_sum_rule::thread_partials_of_p_bar)
+      for (std::size_t j = 0; j < bn; ++j) row_p[j] = ptx::cvt_f32_e4m3(p8[j]);
     // Thread t of the quad holds columns 8 nj + 2 t + {0, 1}, added in that
     // order. On later blocks nvcc contracts the rescale of the running sum
     // with the first addition: FFMA(alpha, sum, p_first) (SASS of both kernels).

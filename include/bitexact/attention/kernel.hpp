@@ -48,7 +48,7 @@ enum class max_units {
 // The exponential unit: nvcc's exp2f (MUFU.EX2 in its non-FTZ wrapper) or
 // Triton's tl.math.exp2 (ex2.approx.ftz.f32, MUFU.EX2 alone); or, our FP8
 // kernel's standard rule, MUFU.EX2 alone for P and exp2f for alpha: its P
-// below 2^-126 would be 0 in e4m3 anyway (for scale_s up to 2^116), and l,
+// below 2^-126 would be 0 in e4m3 anyway (scale_s is at most 448), and l,
 // which holds the row max's P near 1, loses it either way, so only the alpha
 // of a max grown past 126 / scale_log2 (O's C in the fp8 unit) needs the subnormal.
 enum class exponential_unit { ex2_approx_f32, ex2_approx_ftz_f32, ex2_approx_ftz_f32_for_p };
@@ -79,6 +79,13 @@ enum class row_sum_rule {
   // joined (l_0 + l_1) + (l_2 + l_3) (SASS: FMUL, then FFMA with the
   // constant bank's rcp; SHFL.BFLY 1 then 2; cuda/capture/README.md).
   thread_block_sums_descaled_fma,
+  // FA2's thread partials across blocks (the order, fusion and join above)
+  // of the P-bar P V takes rather than the fp32 P: each e4m3 P-bar decoded
+  // (exactly), so l is in scale_s's units, and the joined sum times the
+  // call's descale_s (one FMUL), so that O's factor RN(RN(1 / l) * o_scale)
+  // and L keep FA2's fp8 formulas. O's weights are then P-bar over their own
+  // sum. bitexact's FP8 kernel's p_bar_sum variant (docs/rounding-bias.md, section 7).
+  thread_partials_of_p_bar,
 };
 
 // O and the row sums are multiplied by alpha = ex2(m_old - m) after every
@@ -200,6 +207,7 @@ struct flash_kernel {
   // scale P is stored with, and o_scale = RN(RN(descale_s * descale_v) * scale_o).
   float32 p_scale = from_host(1.0f);
   float32 o_scale = from_host(1.0f);
+  float32 p_descale = from_host(1.0f);  // the call's descale_s (row_sum thread_partials_of_p_bar)
 };
 
 // The format an fp8 call's tensors take: e4m3 or e5m2.
@@ -207,10 +215,15 @@ inline bool is_fp8(format f) { return f == e4m3 || f == e5m2; }
 
 namespace detail {
 
+// FA2's thread partials across blocks, of P or (fp8) of P-bar.
+inline bool sums_thread_partials(row_sum_rule rule) {
+  return rule == row_sum_rule::thread_partials_across_blocks || rule == row_sum_rule::thread_partials_of_p_bar;
+}
+
 // FA2's softmax, row sums, normalisation and L, whatever the inputs.
 inline bool has_flash2_fields(const flash_kernel& kernel) {
   return kernel.order == block_order::last_to_first && kernel.placement == scale_placement::exponent &&
-         kernel.max_in == max_units::scores && kernel.row_sum == row_sum_rule::thread_partials_across_blocks &&
+         kernel.max_in == max_units::scores && sums_thread_partials(kernel.row_sum) &&
          kernel.masked_max == masked_max_rule::flash2 && kernel.normalize == normalization::reciprocal_then_multiply &&
          kernel.lse == lse_formula::flash2;
 }
@@ -220,8 +233,8 @@ inline bool has_flash2_fields(const flash_kernel& kernel) {
 // FlashAttention-2's arithmetic throughout, in bf16: the models built on its
 // structure (rounding_sites.hpp, repeated_max.hpp) take only these.
 inline bool has_flash2_arithmetic(const flash_kernel& kernel) {
-  return detail::has_flash2_fields(kernel) && kernel.exponential == exponential_unit::ex2_approx_f32 &&
-         kernel.inputs == bf16;
+  return detail::has_flash2_fields(kernel) && kernel.row_sum == row_sum_rule::thread_partials_across_blocks &&
+         kernel.exponential == exponential_unit::ex2_approx_f32 && kernel.inputs == bf16;
 }
 
 // FA2's arithmetic on fp8 inputs with bf16 O: bitexact's FP8 kernel
@@ -275,8 +288,9 @@ inline void check_flash2_fp8_recipe(const flash_kernel& kernel) {
   // pv_accumulation: c_operand (our kernel, RN(O alpha) is C of P V's first step) or fp32_add (each
   // block's P V from +0, then one FADD: the promotion that keeps O's running sum out of the fp8 unit's
   // 13-bit window, docs/rounding-bias.md), both computed.
-  if (kernel.row_sum != row_sum_rule::thread_partials_across_blocks)
-    refuse("row_sum must be thread_partials_across_blocks " + fp8 + "(FA2's, of the unscaled P)");
+  if (!sums_thread_partials(kernel.row_sum))
+    refuse("row_sum must be thread_partials_across_blocks or thread_partials_of_p_bar " + fp8 +
+           "(FA2's sums, of the unscaled P or of P-bar)");
   if (kernel.normalize != normalization::reciprocal_then_multiply)
     refuse("normalization must be reciprocal_then_multiply " + fp8 + "(o_scale joins RN(1 / l))");
   if (kernel.lse != lse_formula::flash2) refuse("lse_formula must be flash2 " + fp8 + "(FA2's fp8 recipe)");
@@ -290,7 +304,7 @@ inline void check_flash2_fp8_recipe(const flash_kernel& kernel) {
            "(a stabilized max can leave every P of a row subnormal, and L then shows it)");
   if (kernel.exponential == exponential_unit::ex2_approx_f32 && !kernel.stabilize)
     refuse("exponential ex2.approx.f32 gives the bits of ex2.approx.ftz.f32 for P " + fp8 +
-           "and no stabilize rule (for scale_s up to 2^116: a P below 2^-126 is 0 in e4m3 and lost in l): write "
+           "and no stabilize rule (a P below 2^-126 is 0 in e4m3 and lost in l): write "
            "ex2.approx.ftz.f32 for P");
 }
 
@@ -320,6 +334,8 @@ inline void check_precision_fields(const flash_kernel& kernel) {
              " is modelled with fp8 inputs only");
     if (kernel.row_sum == row_sum_rule::thread_block_sums_descaled_fma)
       refuse("row_sum thread_block_sums_descaled_fma goes with p_scale lg2_offset (fp8 inputs)");
+    if (kernel.row_sum == row_sum_rule::thread_partials_of_p_bar)
+      refuse("row_sum thread_partials_of_p_bar sums an e4m3 P-bar (fp8 inputs, max_units scores)");
     return;
   }
   if (kernel.max_in == max_units::exponent) detail::check_cudnn_fp8_recipe(kernel);
@@ -336,9 +352,9 @@ inline void check_arithmetic_fields(const flash_kernel& kernel) {
     refuse("max_units must be exponent when scale_placement is scores (the max is taken of the scaled scores)");
   if (exponent_max != (kernel.masked_max != masked_max_rule::flash2))
     refuse("masked_max zero_shift or unshifted goes with max_units exponent, flash2 with max_units scores");
-  if (exponent_max != (kernel.row_sum != row_sum_rule::thread_partials_across_blocks))
+  if (exponent_max == detail::sums_thread_partials(kernel.row_sum))
     refuse("row_sum block_sum_then_fma, warp_slices_then_add or thread_block_sums_fma goes with max_units exponent, "
-           "thread_partials_across_blocks with scores");
+           "thread_partials_across_blocks or thread_partials_of_p_bar with scores");
   if (exponent_max != (kernel.lse != lse_formula::flash2))
     refuse("lse_formula max_plus_log2f, max_over_log2e_plus_logf or max_ln2_plus_lg2_ln2 goes with max_units exponent, "
            "flash2 with scores");
@@ -530,6 +546,11 @@ inline flash_kernel resolve(const kernel_description& description, const attenti
                                   " is not a positive finite number");
     if (const auto refusal = fp8_scale_source_refusal(kernel, description.scale_log2_from))
       throw std::invalid_argument("kernel " + description.name + ": " + *refusal);
+    // FA2's recipe stores the row max's P of 1 as e4m3(scale_s).
+    if (kernel.p_scale_rule == p_scaling::multiply && to_host(call.fp8.scale_s) > 448.0f)
+      throw std::invalid_argument("kernel " + description.name + ": scale_s " +
+                                  std::to_string(to_host(call.fp8.scale_s)) +
+                                  " saturates the row max's P-bar (e4m3's largest finite value is 448)");
   }
   const double scale = call.scale ? *call.scale : 1.0 / std::sqrt(static_cast<double>(shape.head_dim));
   kernel.scale = from_host(static_cast<float>(scale));
@@ -550,6 +571,7 @@ inline flash_kernel resolve(const kernel_description& description, const attenti
   if (fp8) {
     kernel.p_scale = call.fp8.scale_s;
     kernel.o_scale = ptx::mul_f32(ptx::mul_f32(call.fp8.descale_s, call.fp8.descale_v), call.fp8.scale_o);
+    kernel.p_descale = call.fp8.descale_s;
   } else {
     for (std::size_t i = 0; i < fp8_scale_fields.size(); ++i)
       if (call.fp8.*fp8_scale_fields[i] != from_host(1.0f))

@@ -47,7 +47,8 @@ inline const table<row_sum_rule> row_sums{{"thread_partials_across_blocks", row_
                                           {"block_sum_then_fma", row_sum_rule::block_sum_then_fma},
                                           {"warp_slices_then_add", row_sum_rule::warp_slices_then_add},
                                           {"thread_block_sums_fma", row_sum_rule::thread_block_sums_fma},
-                                          {"thread_block_sums_descaled_fma", row_sum_rule::thread_block_sums_descaled_fma}};
+                                          {"thread_block_sums_descaled_fma", row_sum_rule::thread_block_sums_descaled_fma},
+                                          {"thread_partials_of_p_bar", row_sum_rule::thread_partials_of_p_bar}};
 // O and l are rescaled after every block (kernel.hpp says why no other rule
 // changes a bit); a field so that a description says it.
 inline const table<bool> rescales{{"every_block", true}};

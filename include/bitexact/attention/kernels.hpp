@@ -250,6 +250,17 @@ inline kernel_description bitexact_flash_fp8_sm90_pv_fp32_add_description() {
   return d;
 }
 
+// The pv_fp32_add variant with l summed from the P-bar P V takes (its
+// p_bar_sum variant): O's weights are P-bar over their own sum, so neither the
+// fp8 unit's window nor P-bar's e4m3 rounding against an l of the fp32 P biases O.
+inline kernel_description bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum_description() {
+  kernel_description d = bitexact_flash_fp8_sm90_pv_fp32_add_description();
+  d.name = "bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum";
+  d.summary = "the pv_fp32_add FP8 kernel with l summed from the e4m3 P-bar P V takes (p_bar_sum)";
+  d.arithmetic.row_sum = row_sum_rule::thread_partials_of_p_bar;
+  return d;
+}
+
 // PyTorch's scaled_dot_product_attention flash backend on sm_90 for one call:
 // its description above resolved for the shape, with the
 // split count of its heuristic on the GPU. scale: the caller's, or PyTorch's default.
@@ -310,6 +321,8 @@ inline std::span<const preset> presets() {
        bitexact_flash_fp8_sm90_stabilized_across_blocks_description},
       {"bitexact_flash_fp8_sm90_pv_fp32_add", preset_kind::gpu_kernel, "",
        bitexact_flash_fp8_sm90_pv_fp32_add_description},
+      {"bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum", preset_kind::gpu_kernel, "",
+       bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum_description},
       {"paper_reference", preset_kind::paper_reference,
        "the paper's own flash attention in PyTorch (attention.py, 512 x 512 tiles, under bf16 autocast as its "
        "train.py runs it; not a GPU kernel's bits)"},

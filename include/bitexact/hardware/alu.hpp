@@ -82,6 +82,10 @@ constexpr float8_e4m3 cvt_rn_satfinite_e4m3_f32(float32 x) {
   return r.is_nan() ? float8_e4m3::max_finite(x.sign()) : r;
 }
 
+// An e4m3 back in fp32 as a kernel decodes it: cvt.rn.f16x2.e4m3x2
+// (F2FP.F16.E4M3.UNPACK_B), then cvt.f32.f16; both exact, NaN stays NaN.
+constexpr float32 cvt_f32_e4m3(float8_e4m3 x) { return convert<fp32>(x, gpu_environment()).result; }
+
 // cvt.rn.f16.f32 and cvt.rn.f16x2.f32 d, hi, lo (F2FP.F16.F32.PACK_AB): RN-even
 // with fp16 subnormals kept, overflow to infinity, any NaN -> 0x7FFF; the
 // first source operand lands in the upper half (capture: ops.bin cvt section).

@@ -803,6 +803,28 @@ def _one_byte(x):
     return np.asarray(x).dtype.itemsize == 1
 
 
+def _fp8_format(x):
+    """The fp8 format x's dtype names (ml_dtypes' or PyTorch's float8_e5m2 and float8_e4m3fn), or None for
+    plain one-byte bit patterns."""
+    dtype = str(getattr(x, "dtype", ""))
+    return "e5m2" if dtype.endswith("float8_e5m2") else "e4m3" if dtype.endswith("float8_e4m3fn") else None
+
+
+def _fp8_operands(q, k, v, preset, kernel, what):
+    """q, k and v of an fp8 kernel as bits. Plain bytes are the kernel's input format, whichever its
+    description gives; arrays whose dtype names the other fp8 format are refused."""
+    named = _fp8_format(q)
+    if named is not None:
+        try:
+            description = json.loads(kernel if kernel else _bitexact._kernel_description(preset or ATTENTION_PRESETS[0]))
+            takes = description.get("inputs", "bf16") if isinstance(description, dict) else None
+        except (ValueError, RuntimeError):
+            takes = None  # a name or description the library refuses, in its own words, below
+        if takes in ("e4m3", "e5m2") and takes != named:
+            raise ValueError(f"{what}: q is {q.dtype} ({named}), but the kernel takes {takes} Q, K and V")
+    return _attention_operands(q, k, v, named or "e4m3")
+
+
 def attention(q, k, v, *, preset=None, kernel=None, causal=False, scale=None, splits=None, gpu=None,
               batch_heads=None, beta=None, eps=None, autocast=True, threads=0, descale_q=None, descale_k=None,
               descale_v=None, descale_s=None, scale_s=None, scale_o=None):
@@ -859,8 +881,7 @@ def _attention_fp8(q, k, v, preset, kernel, causal, scale, gpu, threads, scales,
     if given:
         raise ValueError(f"attention: {', '.join(given)} {'is not an option' if len(given) == 1 else 'are not options'} "
                          f"of fp8 kernels")
-    fp8 = "e5m2" if getattr(getattr(q, "dtype", None), "name", "") == "float8_e5m2" else "e4m3"
-    q, k, v = _attention_operands(q, k, v, fp8)
+    q, k, v = _fp8_operands(q, k, v, preset, kernel, "attention")
     n, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
     batch, heads = q.shape[:2] if q.ndim == 4 else (1, 1)
     flat = [np.ascontiguousarray(x).reshape(-1) for x in (q, k, v)]
@@ -921,7 +942,7 @@ def attention_row(q, k, v, row, *, col=None, style="text", preset=None, kernel=N
                    beta=beta, eps=eps)
     kernel = _kernel_text(kernel)
     scales = [descale_q, descale_k, descale_v, descale_s, scale_s, scale_o]
-    q, k, v = _attention_operands(q, k, v, "e4m3" if _one_byte(q) else "bf16")
+    q, k, v = _fp8_operands(q, k, v, preset, kernel, "attention_row") if _one_byte(q) else _attention_operands(q, k, v)
     if q.ndim != 2:
         raise ValueError(f"attention_row takes one head: q [N, d], k and v [N_k, d]; got q {q.shape}")
     flat = [np.ascontiguousarray(x).reshape(-1) for x in (q, k, v)]

@@ -53,3 +53,28 @@ def test_ml_dtypes_bfloat16_add_and_mul_round_as_the_model(ml_dtypes, compared):
                                         r"got bfloat16"):
         bitexact.add(a, b, format="fp16")
     compared(2 * a.size)
+
+
+def test_ml_dtypes_float8_attention_takes_the_format_the_dtype_names(ml_dtypes, compared):
+    """float8_e5m2 arrays through an e5m2 description of our FP8 kernel: attention_row's row is attention()'s,
+    and plain bytes give the same bits (the kernel's inputs name their format); an e4m3 kernel refuses them
+    (its bytes decoded as e4m3 would be another number)."""
+    rng = np.random.default_rng(1)
+    e5m2 = bitexact.kernel_description("bitexact_flash_fp8_sm90")
+    e5m2["inputs"] = "e5m2"
+    q, k, v = (rng.standard_normal((n, 64)).astype(ml_dtypes.float8_e5m2) for n in (40, 300, 300))
+    scales = dict(scale_s=256.0, descale_s=1 / 256)
+    o, lse = bitexact.attention(q, k, v, kernel=e5m2, **scales)
+    for row in (0, 7, 39):
+        traced = bitexact.attention_row(q, k, v, row, col=3, kernel=e5m2, **scales)
+        np.testing.assert_array_equal(traced["o"], o[row])
+        assert traced["lse"] == lse[row]
+    as_bytes, _ = bitexact.attention(*(x.view(np.uint8) for x in (q, k, v)), kernel=e5m2, **scales)
+    np.testing.assert_array_equal(as_bytes, o)
+    as_e4m3, _ = bitexact.attention(*(x.view(np.uint8) for x in (q, k, v)), preset="bitexact_flash_fp8_sm90", **scales)
+    assert (as_e4m3 != o).sum() > o.size // 2
+    for call in (lambda: bitexact.attention(q, k, v, preset="bitexact_flash_fp8_sm90"),
+                 lambda: bitexact.attention_row(q, k, v, 0, preset="bitexact_flash_fp8_sm90")):
+        with pytest.raises(ValueError, match=r"q is float8_e5m2 \(e5m2\), but the kernel takes e4m3 Q, K and V"):
+            call()
+    compared(2 * o.size + 3 * (o.shape[1] + 1))

@@ -81,9 +81,13 @@ struct e4m3_pv_fp32_add_p_bar_sum_operands : e4m3_pv_fp32_add_operands {
 template <class Op, int D>
 constexpr int block_rows = consumer_rows * Op::consumers(D);
 
+// setmaxnreg moves registers within what the launch gave the thread block:
+// 65536 over its threads, in multiples of 8 a thread (ptxas's cap under
+// __launch_bounds__). A consumer's increase past that waits forever (a
+// producer of 32 registers with two d 128 consumers of 240 hung).
 template <class Op, int D>
-constexpr bool registers_fit =
-    (producer_registers + Op::consumers(D) * Op::consumer_registers(D)) * warpgroup_threads <= 65536;
+constexpr bool registers_fit = producer_registers + Op::consumers(D) * Op::consumer_registers(D) <=
+                               (1 + Op::consumers(D)) * (65536 / (warpgroup_threads * (1 + Op::consumers(D))) / 8 * 8);
 static_assert(registers_fit<bf16_operands, 64> && registers_fit<bf16_operands, 128> &&
               registers_fit<e4m3_operands, 64> && registers_fit<e4m3_operands, 128> &&
               registers_fit<e4m3_pv_fp32_add_operands, 64> && registers_fit<e4m3_pv_fp32_add_operands, 128>);

@@ -111,7 +111,7 @@ TEST_SUITE("attention") {
       CHECK_MESSAGE(kernel_to_json(back) == kernel_to_json(d), p.name);
       ++round_trips;
     }
-    CHECK(round_trips == 11);
+    CHECK(round_trips == 12);
     const kernel_description example = kernel_from_json(read_text(example_json));
     CHECK(example.name == "triton_flash_forward_example");
     CHECK(kernel_to_json(kernel_from_json(kernel_to_json(example).dump())) == kernel_to_json(example));
@@ -126,7 +126,7 @@ TEST_SUITE("attention") {
     CHECK(refusal(with_field("colour", "\"red\"")) == "kernel description: field 'colour': unknown field");
     CHECK(refusal(with_field("row_sum", "\"pairwise\"")) ==
           "kernel description: field 'row_sum': 'pairwise' is not one of: thread_partials_across_blocks, block_sum_then_fma, "
-          "warp_slices_then_add, thread_block_sums_fma, thread_block_sums_descaled_fma");
+          "warp_slices_then_add, thread_block_sums_fma, thread_block_sums_descaled_fma, thread_partials_of_p_bar");
     CHECK(refusal(with_field("tiles", R"({"64": {"block_m": "128", "block_n": 64}})")) ==
           "kernel description: field 'tiles.64.block_m': expected an integer from 16 to 1024");
     CHECK(refusal(with_field("tiles", R"({"64": {"block_m": 128, "block_n": 64, "warps": 4}})")) ==

@@ -285,6 +285,7 @@ for b, h, n, d in ((2, 3, 1000, 128), (1, 2, 257, 64), (2, 2, 4096, 128)):
 
 # Bad input: one line each, never a result.
 q = torch.randn(1, 2, 64, 64, device="cuda", dtype=torch.bfloat16)
+q8 = q.to(torch.float8_e4m3fn)
 refusals = {
     "fp16 inputs": lambda: bitexact_torch.scaled_dot_product_attention(q.half(), q.half(), q.half()),
     "head dim 96": lambda: bitexact_torch.scaled_dot_product_attention(
@@ -298,6 +299,11 @@ refusals = {
     "CPU tensors": lambda: bitexact_torch.scaled_dot_product_attention(q.cpu(), q.cpu(), q.cpu()),
     "stabilized, scale 0": lambda: bitexact_torch.stabilized()(q, q, q, scale=0.0),
     "structure 'fa3'": lambda: bitexact_torch.flash_forward(q, q, q, False, 0.125, 0, 2.0, 1e-3, "fa3"),
+    "fp8 scale_s above 448 (the row max's P-bar would saturate)": lambda: bitexact_torch.flash_forward_fp8(
+        q8, q8, q8, False, 0.125, scale_s=512.0, descale_s=1 / 512),
+    "fp8 descale_v 0": lambda: bitexact_torch.flash_forward_fp8(q8, q8, q8, False, 0.125, descale_v=0.0),
+    "fp8 p_bar_sum without pv_fp32_add": lambda: bitexact_torch.flash_forward_fp8(q8, q8, q8, False, 0.125,
+                                                                                   p_bar_sum=True),
 }
 for name, call in refusals.items():
     try:

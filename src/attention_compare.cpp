@@ -122,8 +122,12 @@ void print_where_rows_part(const std::array<attention_problem, 2>& problems, con
   stage("O before normalisation", a.unnormalised, b.unnormalised);
   stage("O normalised (fp32)", a.normalised, b.normalised);
   std::printf("  %-31s A %s  B %s\n", "O (bf16)", value_text(results[0]).c_str(), value_text(results[1]).c_str());
+  const bool sums_differ_in_kind = (problems[0].kernel().row_sum == attention::row_sum_rule::thread_partials_of_p_bar) !=
+                                   (problems[1].kernel().row_sum == attention::row_sum_rule::thread_partials_of_p_bar);
   std::printf("  where they part: %s\n",
-              a.sum.bits != b.sum.bits ? "already in the row sum (the exponentials, their units or their order)"
+              a.sum.bits != b.sum.bits && sums_differ_in_kind
+                  ? "already in the row sum (one kernel sums the fp32 P, the other the e4m3 P-bar)"
+              : a.sum.bits != b.sum.bits ? "already in the row sum (the exponentials, their units or their order)"
               : a.unnormalised.bits != b.unnormalised.bits
                   ? "in the unnormalised O (P, its rescaling or the P V steps); the row sums agree"
                   : a.normalised.bits != b.normalised.bits ? "in the normalisation; the row sum and unnormalised O agree"

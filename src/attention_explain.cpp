@@ -135,6 +135,7 @@ void print_explanation(const attention_problem& p, const element_index& at, std:
     fail("attention: " + printable(e.what()));
   }
   const bool fp8 = p.q.fp8();
+  const bool p_bar_sums = p.kernel().row_sum == attention::row_sum_rule::thread_partials_of_p_bar;
   // An fp8 kernel's largest P-bar: the row max's, e4m3(RN(1 * scale_s)).
   const float8_e4m3 p_bar_max = ptx::cvt_rn_satfinite_e4m3_f32(p.kernel().p_scale);
   std::printf("\nO%s = %s, as the model computed it\n", index_text(p, at.head, at.row, at.col).c_str(),
@@ -157,14 +158,16 @@ void print_explanation(const attention_problem& p, const element_index& at, std:
                   !p.kernel().stabilize ? ""
                   : fmt::format(", {} within eps of the {}", b.ties,
                                 p.kernel().stabilize->across_blocks ? "row's max so far" : "block max").c_str());
-      std::printf("      row sums %s %s %s %s; O[%zu] = %s\n", fmt::format("{}", to_host(b.sums[0])).c_str(),
+      std::printf("      row sums%s %s %s %s %s; O[%zu] = %s\n", p_bar_sums ? " of P-bar" : "",
+                  fmt::format("{}", to_host(b.sums[0])).c_str(),
                   fmt::format("{}", to_host(b.sums[1])).c_str(), fmt::format("{}", to_host(b.sums[2])).c_str(),
                   fmt::format("{}", to_host(b.sums[3])).c_str(), at.col, short_text(b.o[at.col]).c_str());
     }
     const attention::row_split_end& end = record.splits[static_cast<std::size_t>(s)];
     if (!end.ran) std::printf("    no K/V block: O = 0, L = -inf\n");
     else
-      std::printf("    end: row sum %s, %s %s, O[%zu] = %s, L = %s\n", short_text(end.sum).c_str(),
+      std::printf("    end: row sum%s %s, %s %s, O[%zu] = %s, L = %s\n", p_bar_sums ? " (times descale_s)" : "",
+                  short_text(end.sum).c_str(),
                   fp8 ? "RN(RN(1/sum) * o_scale)" : "1/sum", short_text(end.inverse).c_str(), at.col, short_text(end.o[at.col]).c_str(), short_text(end.lse).c_str());
   }
   if (splits > 1) std::printf("  combine: L = %s\n", short_text(record.lse).c_str());

@@ -889,6 +889,20 @@ bitexact_cli_test(attention_fp8_compare_pv_fp32_add RC 1 ARGS attention ${flash_
   CONTAINS "O: 4096 elements, 2992 differ" "B above A: 2992, below: 0" "L: 32 elements, 0 differ"
            "where they part: in the unnormalised O (P, its rescaling or the P V steps); the row sums agree"
            "every key's P enters P V as the same e4m3 P-bar in both kernels")
+# The p_bar_sum variant's capture (descale_s 1/64, scale_o 2): its O and L, and an element explained with the
+# row sums of P-bar, descaled at the end; --compare against pv_fp32_add parts at the row sum.
+set(flash_fp8_p_bar_sum ${CMAKE_CURRENT_LIST_DIR}/data/flash_fp8/d64_n1000_full_rule0_scale_o_2_pv_fp32_add_p_bar_sum_n1000_h0_rows0-31)
+set(flash_fp8_p_bar_sum_scales --descale-q 0.009282697923481464 --descale-k 0.00968669168651104
+  --descale-v 0.01133004855364561 --descale-s 0.015625 --scale-s 256 --scale-o 2)
+bitexact_cli_test(attention_fp8_p_bar_sum_explain ARGS attention ${flash_fp8_p_bar_sum}/q.npy ${flash_fp8_p_bar_sum}/k.npy
+  ${flash_fp8_p_bar_sum}/v.npy --preset bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum ${flash_fp8_p_bar_sum_scales}
+  --expect-o ${flash_fp8_p_bar_sum}/o.npy --expect-lse ${flash_fp8_p_bar_sum}/stats.npy --explain 3,5
+  CONTAINS "O: 2048 elements compared, 0 mismatches" "L: 32 elements compared, 0 mismatches"
+           "row sums of P-bar 1268.5 653.75 637.25 775.875" "end: row sum (times descale_s)")
+bitexact_cli_test(attention_fp8_compare_p_bar_sum RC 1 ARGS attention ${flash_fp8_p_bar_sum}/q.npy
+  ${flash_fp8_p_bar_sum}/k.npy ${flash_fp8_p_bar_sum}/v.npy --compare bitexact_flash_fp8_sm90_pv_fp32_add
+  bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum ${flash_fp8_p_bar_sum_scales}
+  CONTAINS "O: 2048 elements, 2048 differ" "where they part: already in the row sum (one kernel sums the fp32 P, the other the e4m3 P-bar)")
 bitexact_cli_test(attention_fp8_compare_cudnn_refused RC 2 ARGS attention ${fp8_files} --compare cudnn_sdpa_fp8_sm90
   bitexact_flash_fp8_sm90 ${fp8_scales} ONE_LINE_ERROR
   ERROR_CONTAINS "--compare follows kernels that write bf16 O; cudnn_sdpa_fp8_sm90 writes e4m3")

@@ -547,10 +547,11 @@ inline flash_kernel resolve(const kernel_description& description, const attenti
     if (const auto refusal = fp8_scale_source_refusal(kernel, description.scale_log2_from))
       throw std::invalid_argument("kernel " + description.name + ": " + *refusal);
     // FA2's recipe stores the row max's P of 1 as e4m3(scale_s).
-    if (kernel.p_scale_rule == p_scaling::multiply && to_host(call.fp8.scale_s) > 448.0f)
+    const double e4m3_max = to_double(float8_e4m3::max_finite(false));
+    if (kernel.p_scale_rule == p_scaling::multiply && to_host(call.fp8.scale_s) > e4m3_max)
       throw std::invalid_argument("kernel " + description.name + ": scale_s " +
-                                  std::to_string(to_host(call.fp8.scale_s)) +
-                                  " saturates the row max's P-bar (e4m3's largest finite value is 448)");
+                                  std::to_string(to_host(call.fp8.scale_s)) + " saturates the row max's P-bar (e4m3's " +
+                                  "largest finite value is " + std::to_string(static_cast<int>(e4m3_max)) + ")");
   }
   const double scale = call.scale ? *call.scale : 1.0 / std::sqrt(static_cast<double>(shape.head_dim));
   kernel.scale = from_host(static_cast<float>(scale));

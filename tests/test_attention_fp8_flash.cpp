@@ -472,10 +472,18 @@ TEST_SUITE("attention") {
     // scale_s above 448 would store the row max's P-bar saturated: refused (448 itself is taken).
     attention_call saturating = call;
     saturating.fp8_scales[4] = 449.0;
-    CHECK(refusal(saturating) ==
-          "kernel bitexact_flash_fp8_sm90: scale_s 449.000000 saturates the row max's P-bar (e4m3's largest finite "
-          "value is 448)");
+    CHECK(refusal(saturating) == "scale_s 449 saturates the row max's P-bar (e4m3's largest finite value is 448)");
+    fp8_scales direct_449;
+    direct_449.scale_s = from_host(449.0f);
+    CHECK_THROWS_WITH_AS(resolve(find_kernel("bitexact_flash_fp8_sm90"), call.shape, {{}, default_gpu(), {}, direct_449}),
+                         "kernel bitexact_flash_fp8_sm90: scale_s 449.000000 saturates the row max's P-bar (e4m3's "
+                         "largest finite value is 448)",
+                         std::invalid_argument);
     saturating.fp8_scales[4] = 448.0;
+    CHECK(refusal(saturating).empty());
+    // cuDNN's recipe puts scale_s into the exponent (p_scale lg2_offset): its own arithmetic, not refused here.
+    saturating.model = model_choice(find_preset("cudnn_sdpa_fp8_sm90"));
+    saturating.fp8_scales[4] = 449.0;
     CHECK(refusal(saturating).empty());
     attention_call split_call = call;
     split_call.splits = 2;

@@ -170,6 +170,9 @@ inline void check_fp8_scales(const attention_call& call) {
     if (!call.model.gpu_kernel() || !is_fp8(call.model.description().arithmetic.inputs))
       throw call_error(fp8_scale_option(i), "{option} is a scale of fp8 kernels; " + call.model.name() +
                                                 " takes bf16 Q, K and V");
+    if (fp8_scale_fields[i] == &fp8_scales::scale_s)
+      if (const auto refusal = scale_s_refusal(call.model.description().arithmetic, from_host(x)))
+        throw call_error(fp8_scale_option(i), "{option} " + fmt::format("{}", *given) + " " + *refusal);
   }
 }
 

@@ -506,6 +506,16 @@ inline std::optional<std::size_t> bad_fp8_scale(const fp8_scales& scales) {
   return std::nullopt;
 }
 
+// Why an fp8 kernel's arithmetic cannot take this scale_s, or none: FA2's
+// recipe (p_scaling multiply) stores the row max's P of 1 as e4m3(scale_s),
+// which saturates above e4m3's largest finite value.
+inline std::optional<std::string> scale_s_refusal(const flash_kernel& arithmetic, float32 scale_s) {
+  const double largest = to_double(float8_e4m3::max_finite(false));
+  if (arithmetic.p_scale_rule != p_scaling::multiply || to_double(scale_s) <= largest) return std::nullopt;
+  return "saturates the row max's P-bar (e4m3's largest finite value is " + std::to_string(static_cast<int>(largest)) +
+         ")";
+}
+
 // What a call adds to a description: its shape (the split heuristic sees the
 // whole call's B and H), its scale, and overrides.
 struct call_options {
@@ -546,12 +556,9 @@ inline flash_kernel resolve(const kernel_description& description, const attenti
                                   " is not a positive finite number");
     if (const auto refusal = fp8_scale_source_refusal(kernel, description.scale_log2_from))
       throw std::invalid_argument("kernel " + description.name + ": " + *refusal);
-    // FA2's recipe stores the row max's P of 1 as e4m3(scale_s).
-    const double e4m3_max = to_double(float8_e4m3::max_finite(false));
-    if (kernel.p_scale_rule == p_scaling::multiply && to_host(call.fp8.scale_s) > e4m3_max)
+    if (const auto refusal = scale_s_refusal(kernel, call.fp8.scale_s))
       throw std::invalid_argument("kernel " + description.name + ": scale_s " +
-                                  std::to_string(to_host(call.fp8.scale_s)) + " saturates the row max's P-bar (e4m3's " +
-                                  "largest finite value is " + std::to_string(static_cast<int>(e4m3_max)) + ")");
+                                  std::to_string(to_host(call.fp8.scale_s)) + " " + *refusal);
   }
   const double scale = call.scale ? *call.scale : 1.0 / std::sqrt(static_cast<double>(shape.head_dim));
   kernel.scale = from_host(static_cast<float>(scale));

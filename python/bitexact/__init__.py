@@ -807,7 +807,8 @@ def _fp8_format(x):
     """The fp8 format x's dtype names (ml_dtypes' or PyTorch's float8_e5m2 and float8_e4m3fn), or None for
     plain one-byte bit patterns."""
     dtype = str(getattr(x, "dtype", ""))
-    return "e5m2" if dtype.endswith("float8_e5m2") else "e4m3" if dtype.endswith("float8_e4m3fn") else None
+    named = _TORCH_FORMATS.get(dtype) or _NUMPY_FORMATS.get(dtype)
+    return named if named in ("e4m3", "e5m2") else None
 
 
 def _fp8_operands(q, k, v, preset, kernel, what):

@@ -15,6 +15,7 @@ exclude=.git/info/exclude hook=.git/hooks/pre-commit marker=.git/bitexact-slim
 travelling() { git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1; }
 case "${1:-status}" in
   slim)
+    mkdir -p "$(dirname "$hook")"
     [ -e "$marker" ] && { echo "already slim"; exit 0; }
     git rm -r -q --cached tests/data
     echo "/tests/data/" >> "$exclude"

@@ -547,6 +547,42 @@ TEST_SUITE("attention") {
     CHECK(bits_of(false) == bits_of(true));
   }
 
+  TEST_CASE("fp8 flash: P-bar from P's bits plus k << 23 is e4m3(RN(P * 2^k)) for P in [0, 2^(128 - k)), no NaN") {
+    // The kernel's p_exponent (cuda/attention/flash_api.cuh, p_exponent_of): for scale_s = 2^k it adds k << 23
+    // to P's bits on the ALU in place of the FMUL, under the standard rule while P stays below 2^32. Here
+    // every exponent field with mantissas on each side of every rounding point e4m3 has there (bit b of
+    // the mantissa at 1, alone and with its neighbours) and a stride through the rest.
+    std::vector<std::uint32_t> mantissas;
+    for (std::uint32_t m = 0; m < (1u << 23); m += 4099) mantissas.push_back(m);
+    for (int b = 0; b < 23; ++b)
+      for (std::uint32_t j = 1; j < 8; ++j)
+        for (const std::uint32_t near : {(j << b) - 1, j << b, (j << b) + 1, (1u << 23) - (j << b)})
+          mantissas.push_back(near & ((1u << 23) - 1));
+    long compared = 0, differ = 0;
+    for (int k = 1; k <= 8; ++k) {
+      const float32 scale_s = from_host(static_cast<float>(1 << k));
+      for (std::uint32_t exponent = 0; exponent < 255u - k; ++exponent)
+        for (const std::uint32_t m : mantissas) {
+          const std::uint32_t p = exponent << 23 | m;
+          const float8_e4m3 by_fmul = ptx::cvt_rn_satfinite_e4m3_f32(ptx::mul_f32(float32::from_bits(p), scale_s));
+          const float8_e4m3 by_add = ptx::cvt_rn_satfinite_e4m3_f32(float32::from_bits(p + (std::uint32_t(k) << 23)));
+          ++compared;
+          differ += by_fmul.bits != by_add.bits;
+        }
+      // Past the range they part: just above 2^(128 - k) the product overflows to inf, 448 after
+      // satfinite, where the add reaches a NaN's bits; a NaN P's P-bar is a NaN against the add's -0 (why
+      // finish_rows makes such a row NaN).
+      const std::uint32_t past = (255u - k) << 23 | 1, nan = 0x7FFFFFFFu;
+      CHECK(ptx::cvt_rn_satfinite_e4m3_f32(ptx::mul_f32(float32::from_bits(past), scale_s)).bits == 0x7E);
+      CHECK(ptx::cvt_rn_satfinite_e4m3_f32(float32::from_bits(past + (std::uint32_t(k) << 23))).bits == 0x7F);
+      CHECK(ptx::cvt_rn_satfinite_e4m3_f32(ptx::mul_f32(float32::from_bits(nan), scale_s)).bits == 0x7F);
+      CHECK(ptx::cvt_rn_satfinite_e4m3_f32(float32::from_bits(nan + (std::uint32_t(k) << 23))).bits == 0x80);
+    }
+    MESSAGE(compared << " P compared, " << differ << " P-bar differ");
+    CHECK(compared > 4000000);
+    CHECK(differ == 0);
+  }
+
   TEST_CASE("fp8 flash: a stabilized fp8 preset takes the call's beta, and on tied maxima it changes the bits") {
     const fp8_head h = exact_head(130, 150, 64, false, 5);
     attention_call call;

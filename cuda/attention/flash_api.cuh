@@ -23,6 +23,27 @@ inline tensor_strides device_strides(const call_strides& s, int batch, int heads
   return t;
 }
 
+// Our FP8 kernel's P-bar = e4m3(RN(P * scale_s)) on the ALU instead of the
+// FMA pipe: for scale_s = 2^k, 1 <= k <= 8, the integer k << 23, which the
+// kernel adds to P's bits (0: the FMUL). The same P-bar for every P in [0,
+// 2^(128 - k)): a normal P times 2^k is exact either way, and +0 lands below
+// 2^-118, e4m3's +0 after the conversion as 0 * 2^k is. Taken under the
+// standard rule only, where P = ex2(RN(s c - RN(m c))) with s <= m (c the
+// scores' scale in log2 units) exceeds 1 by the rounding of m c at most:
+// below 2^32 while |m c| <= 2^29, which e4m3 operands' largest scores (448^2
+// d) keep while |c| 448^2 d <= 2^29. The stabilized rules' P (above 1 under
+// a negative max), the p_bar_sum variant's l of P-bar, and a NaN P (whose
+// P-bar is then no NaN, but whose row finish_rows makes NaN, as the NaN sum
+// did through P-bar) are why the other cases keep the FMUL.
+inline int p_exponent_of(const call& c, float scale_log2) {
+  if (!c.fp8 || c.stabilize != 0 || c.p_bar_sum ||
+      std::fabs(static_cast<double>(scale_log2)) * 448.0 * 448.0 * c.head_dim > 0x1p29)
+    return 0;
+  for (int k = 1; k <= 8; ++k)
+    if (c.fp8->scale_s == static_cast<float>(1 << k)) return k << 23;
+  return 0;
+}
+
 inline forward_params make_params(const call& c) {
   // fp8: the descales of Q and K in the scores' scale, as fp32 products.
   const float scale = c.fp8 ? (c.scale * c.fp8->descale_q) * c.fp8->descale_k : c.scale;
@@ -42,6 +63,7 @@ inline forward_params make_params(const call& c) {
     p.p_scale = c.fp8->scale_s;
     p.o_scale = (c.fp8->descale_s * c.fp8->descale_v) * c.fp8->scale_o;
     p.p_descale = c.fp8->descale_s;
+    p.p_exponent = p_exponent_of(c, scale_log2);
   }
   return p;
 }

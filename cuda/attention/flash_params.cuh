@@ -39,6 +39,10 @@ struct forward_params {
   // factor RN(RN(1 / l) * o_scale); scale has the descales of Q and K in it.
   // p_bar_sum: l is P-bar's sum times p_descale (descale_s).
   float p_scale = 1.f, o_scale = 1.f, p_descale = 1.f;
+  // Nonzero: k << 23 for p_scale = 2^k, which P-bar's packing adds to P's
+  // bits in place of the FMUL, where that gives the same P-bar (flash_api.cuh,
+  // p_exponent_of).
+  int p_exponent = 0;
 
   __host__ __device__ int batch_of(int head) const { return head / heads; }
   __host__ __device__ int query_head_of(int head) const { return head % heads; }

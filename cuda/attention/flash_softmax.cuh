@@ -356,13 +356,20 @@ __device__ __forceinline__ uint32_t pack_e4m3(float a, float b, float c, float d
 // Words 0 and 2 hold row g, 1 and 3 row g + 8.
 template <int D, int BN, bool Count>
 __device__ __forceinline__ void p_fragment_e4m3(uint32_t (&pa)[4], row_state<D, 1>& rs, const float (&s)[BN / 8][4],
-                                                int kk, float p_scale) {
+                                                int kk, float p_scale, int p_exponent) {
+  // RN(P * p_scale), or P's bits plus p_exponent where that is the same P-bar
+  // (flash_api.cuh, p_exponent_of): an ALU add, which measured 1-2.5% faster
+  // than the FMUL (docs/performance.md). One branch around the packing: a
+  // choice per P compiled to both instructions, predicated.
+  const auto pack = [&](auto scaled) {
 #pragma unroll
-  for (int w = 0; w < 4; ++w) {
-    const int j = 4 * kk + 2 * (w / 2), r = 2 * (w % 2);
-    pa[w] = pack_e4m3(__fmul_rn(s[j][r], p_scale), __fmul_rn(s[j][r + 1], p_scale), __fmul_rn(s[j + 1][r], p_scale),
-                      __fmul_rn(s[j + 1][r + 1], p_scale));
-  }
+    for (int w = 0; w < 4; ++w) {
+      const int j = 4 * kk + 2 * (w / 2), r = 2 * (w % 2);
+      pa[w] = pack_e4m3(scaled(s[j][r]), scaled(s[j][r + 1]), scaled(s[j + 1][r]), scaled(s[j + 1][r + 1]));
+    }
+  };
+  if (p_exponent) pack([p_exponent](float x) { return __int_as_float(__float_as_int(x) + p_exponent); });
+  else pack([p_scale](float x) { return __fmul_rn(x, p_scale); });
   if constexpr (Count) {  // the indicator: P-bar equal to the row max's, e4m3(p_scale); vcmpeq4 sets 8 bits a match
     const uint32_t max_p_bar = pack_e4m3(p_scale, p_scale, p_scale, p_scale);
 #pragma unroll
@@ -448,7 +455,11 @@ __device__ __forceinline__ void finish_rows(const row_state<D, Slabs>& rs, const
       if constexpr (DescaledSum) sum = __fmul_rn(sum, p.p_descale);
       const bool degenerate = sum == 0.f || sum != sum;
       float inverse = degenerate ? 1.f : __frcp_rn(sum);
-      if constexpr (ScaledO) inverse = __fmul_rn(inverse, p.o_scale);
+      // A NaN sum (FA2's inverse 1) comes from a NaN P or alpha, either of
+      // which has made O's row NaN through P-bar or the rescale; the row is
+      // made NaN here directly, so that P-bar's bits for a NaN P do not
+      // matter (p_exponent_of).
+      if constexpr (ScaledO) inverse = sum != sum ? __int_as_float(0x7fffffff) : __fmul_rn(inverse, p.o_scale);
       const int row = first_row[slab] + g + 8 * h;
       int ones = 0;
       if constexpr (Count) ones = quad_count(rs.p_bar_ones[slab][h]);

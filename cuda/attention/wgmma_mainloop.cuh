@@ -283,7 +283,7 @@ struct row_block_pass {
 #pragma unroll
     for (int kk = 0; kk < BN / Op::pv_keys; ++kk)
       if constexpr (Op::fp8)
-        p_fragment_e4m3<D, BN, Count>(pa[kk], rs, s[0], kk, p.p_scale);
+        p_fragment_e4m3<D, BN, Count>(pa[kk], rs, s[0], kk, p.p_scale, p.p_exponent);
       else
         p_fragment<D, BN, 1, Count>(pa[kk], rs, s, 0, kk);
     if constexpr (Op::p_bar_sum) p_bar_row_sums<D, BN>(rs, pa, alpha, first);

@@ -238,6 +238,31 @@ TEST_SUITE("attention") {
     CHECK(promoted == 22 * 9);
   }
 
+  TEST_CASE("fp8 explain: scores of our FP8 kernel's captures traced step by step, k32 chains from +0") {
+    // trace_score_element replays Q's row times K's row on the fp8 unit and throws std::logic_error where
+    // the traced chain's last result differs from the emulator's score (whose O and L are the GPU's).
+    std::size_t scores = 0;
+    for (const fp8_case& c : fp8_cases(ours_dir)) {
+      const auto q = std::span<const std::uint8_t>(c.q), k = std::span<const std::uint8_t>(c.k),
+                 v = std::span<const std::uint8_t>(c.v);
+      const flash_kernel kernel = resolve(find_kernel(c.preset), c.shape, scales_of(c));
+      const int row = c.shape.query_rows - 1;
+      const row_record record = record_row(kernel, c.shape, q, k, v, row);
+      for (const int key : {0, row / 2, row}) {  // keys every row sees, causal or not
+        const std::vector<trace> steps = trace_score_element(kernel, c.shape, record, q, k, key);
+        REQUIRE(steps.size() == static_cast<std::size_t>(c.shape.head_dim / 32));
+        for (const trace& step : steps) CHECK(step.fused->terms.size() == 33);  // 32 products, C
+        ++scores;
+      }
+      if (c.shape.causal && row + 1 < c.shape.key_rows)
+        CHECK_THROWS_AS(trace_score_element(kernel, c.shape, record, q, k, row + 1), std::invalid_argument);
+      const std::vector<bfloat16> q16(c.q.size()), k16(c.k.size());
+      CHECK_THROWS_AS(trace_score_element(kernel, c.shape, record, q16, k16, 0), std::invalid_argument);
+    }
+    MESSAGE(scores << " scores traced");
+    CHECK(scores == 22 * 3);
+  }
+
   TEST_CASE("fp8 indicator: the GPU's leading indicator per row equals the emulator's (the standard cases)") {
     // flash_forward_fp8(indicator=True) counted, per row, the keys whose e4m3 P-bar is the row max's and
     // the tie test on the row's two largest scores; fp8_repeated_max_rows counts the emulator's own.
@@ -293,6 +318,7 @@ TEST_SUITE("attention") {
     CHECK_THROWS_AS(record_row(kernel, c.shape, q8, k8, v8, c.shape.query_rows), std::invalid_argument);
     std::vector<bfloat16> q16(c.q.size()), k16(c.k.size());
     CHECK_THROWS_AS(trace_score_element(kernel, c.shape, record, q16, k16, 0), std::invalid_argument);
+    CHECK_THROWS_AS(trace_score_element(kernel, c.shape, record, q8, k8, c.shape.key_rows), std::invalid_argument);
     // cuDNN's recipe writes e4m3 O: its rows are not recorded.
     const flash_kernel cudnn = resolve(find_kernel("cudnn_sdpa_fp8_sm90"), c.shape, scales_of(c));
     CHECK_THROWS_WITH_AS(record_row(cudnn, c.shape, q8, k8, v8, 0),

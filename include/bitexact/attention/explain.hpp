@@ -291,6 +291,48 @@ inline element_trace trace_output_element(const flash_kernel& kernel, const atte
   });
 }
 
+namespace detail {
+
+// trace_score_element for Q and K of format F, their elements given as
+// Element (bfloat16, or fp8 bit patterns).
+template <format F, class Element>
+std::vector<trace> trace_score_element_of(const flash_kernel& kernel, const attention_shape& shape,
+                                          const row_record& record, std::span<const Element> q,
+                                          std::span<const Element> k, int key) {
+  const row_block* block = nullptr;
+  for (const row_block& b : record.blocks)
+    if (key >= b.first_key && key < b.first_key + static_cast<int>(b.scores.size())) block = &b;
+  const std::size_t j = block ? static_cast<std::size_t>(key - block->first_key) : 0;
+  if (key < 0 || key >= shape.key_rows || block == nullptr || block->scores[j] == negative_infinity)
+    throw std::invalid_argument("trace_score_element: row " + std::to_string(record.row) + " has no score for key " +
+                                std::to_string(key) + " (masked, or not a key of the head)");
+  const std::size_t d = static_cast<std::size_t>(shape.head_dim);
+  const std::size_t per_step = static_cast<std::size_t>(kernel.tensor_core.products_per_step);
+  const auto row_of = [d](std::span<const Element> x, std::size_t row) {
+    std::vector<value<F>> values(d);
+    for (std::size_t c = 0; c < d; ++c) values[c] = fp8_element<F>(x[row * d + c]);
+    return values;
+  };
+  const std::vector<value<F>> q_row = row_of(q, static_cast<std::size_t>(record.row));
+  const std::vector<value<F>> k_row = row_of(k, static_cast<std::size_t>(key));
+  std::vector<trace> steps;
+  float32 acc = float32::zero();
+  for (std::size_t c = 0; c < d; c += per_step) {
+    const std::size_t n = std::min(per_step, d - c);
+    auto [sum, step] = traced([&](auto& recorder) {
+      return fused_multiply_add_step<fp32, F, F>(kernel.tensor_core, std::span<const value<F>>(q_row).subspan(c, n),
+                                                 std::span<const value<F>>(k_row).subspan(c, n), acc, recorder);
+    });
+    acc = sum.result;
+    steps.push_back(std::move(step));
+  }
+  if (acc.bits != block->scores[j].bits)
+    throw std::logic_error("trace_score_element: the traced Q K steps disagree with the emulator's score");
+  return steps;
+}
+
+}  // namespace detail
+
 // The computation of the score S[row][key] (before any scale), every
 // tensor-core step traced: Q's row times K's row over the head dim, in steps
 // of the unit's products from +0. A key the row does not see (masked, or in
@@ -299,30 +341,20 @@ inline std::vector<trace> trace_score_element(const flash_kernel& kernel, const 
                                               const row_record& record, std::span<const bfloat16> q,
                                               std::span<const bfloat16> k, int key) {
   if (is_fp8(kernel.inputs))
-    throw std::invalid_argument("trace_score_element: traces bf16 kernels' scores, not " +
-                                std::string(name_of(kernel.inputs)) + " ones");
-  const row_block* block = nullptr;
-  for (const row_block& b : record.blocks)
-    if (key >= b.first_key && key < b.first_key + static_cast<int>(b.scores.size())) block = &b;
-  const std::size_t j = block ? static_cast<std::size_t>(key - block->first_key) : 0;
-  if (key < 0 || key >= shape.key_rows || block == nullptr || block->scores[j] == detail::negative_infinity)
-    throw std::invalid_argument("trace_score_element: row " + std::to_string(record.row) + " has no score for key " +
-                                std::to_string(key) + " (masked, or not a key of the head)");
-  const std::size_t d = static_cast<std::size_t>(shape.head_dim), per_step = static_cast<std::size_t>(kernel.tensor_core.products_per_step);
-  const auto q_row = q.subspan(static_cast<std::size_t>(record.row) * d, d), k_row = k.subspan(static_cast<std::size_t>(key) * d, d);
-  std::vector<trace> steps;
-  float32 acc = float32::zero();
-  for (std::size_t c = 0; c < d; c += per_step) {
-    const std::size_t n = std::min(per_step, d - c);
-    auto [sum, step] = traced([&](auto& recorder) {
-      return fused_multiply_add_step<fp32, bf16>(kernel.tensor_core, q_row.subspan(c, n), k_row.subspan(c, n), acc, recorder);
-    });
-    acc = sum.result;
-    steps.push_back(std::move(step));
-  }
-  if (acc.bits != block->scores[j].bits)
-    throw std::logic_error("trace_score_element: the traced Q K steps disagree with the emulator's score");
-  return steps;
+    throw std::invalid_argument("trace_score_element: traces bf16 kernels' scores with bf16 Q and K, not " +
+                                std::string(name_of(kernel.inputs)) + " ones (give their bit patterns)");
+  return detail::trace_score_element_of<bf16>(kernel, shape, record, q, k, key);
+}
+
+// The same for an fp8 kernel of FA2's recipe: q and k its input format's bit
+// patterns; the score is the raw sum of products, before the descales.
+inline std::vector<trace> trace_score_element(const flash_kernel& kernel, const attention_shape& shape,
+                                              const row_record& record, std::span<const std::uint8_t> q,
+                                              std::span<const std::uint8_t> k, int key) {
+  if (!is_fp8(kernel.inputs)) throw std::invalid_argument("trace_score_element: the kernel takes bf16 Q and K, not fp8 bits");
+  return detail::with_fp8_inputs(kernel.inputs, [&](auto tag) {
+    return detail::trace_score_element_of<decltype(tag)::fmt>(kernel, shape, record, q, k, key);
+  });
 }
 
 }  // namespace bitexact::attention

@@ -20,9 +20,10 @@ __host__ __device__ constexpr int word_key_offset(int i) { return 8 * (i / 2) + 
 
 // V read 16 bytes at a time: a thread takes one V^T word's four keys and 16
 // of d, and transposes the 4 x 16 bytes in registers (PRMT) into 16 words, one
-// a V^T row. A warp's 8 low lanes are the 8 words of one group of 32 keys (a
-// row's 32-byte sector of V^T a store), its 4 high lane pairs 4 pieces of 16
-// of d (8 rows' 64 bytes a load). A thread block: 8 groups (256 keys), 64 of d.
+// a V^T row. A warp's lanes 0-7 are the 8 words of one group of 32 keys (a
+// store writes a row's 32-byte sector), lanes 8-31 three more pieces of 16 of
+// d (a load reads 64 bytes of 8 rows). A thread block: 8 groups (256 keys),
+// 64 of d.
 constexpr int vector_groups = 8, vector_pieces = 4;
 
 __global__ void __launch_bounds__(256) fp8_value_layout_vector(const uint8_t* v, flash::call_strides in, int key_rows,
@@ -44,14 +45,15 @@ __global__ void __launch_bounds__(256) fp8_value_layout_vector(const uint8_t* v,
 #pragma unroll
   for (int w = 0; w < 4; ++w) {
     const auto word = [&](int i) { return (&bytes[i].x)[w]; };
-    // Bytes e of the four keys' word w, for e = 0..3: first pairs of keys
-    // interleaved (k0 e, k1 e, k0 e+1, k1 e+1), then the pairs joined.
+    // words_of_d[e]: byte e of the four keys' word w, the V^T word of d =
+    // 16 piece + 4w + e; first the pairs of keys interleaved (k0 e, k1 e,
+    // k0 e+1, k1 e+1), then the pairs joined.
     const uint32_t low01 = __byte_perm(word(0), word(1), 0x5140), high01 = __byte_perm(word(0), word(1), 0x7362);
     const uint32_t low23 = __byte_perm(word(2), word(3), 0x5140), high23 = __byte_perm(word(2), word(3), 0x7362);
-    const uint32_t columns_of_d[4] = {__byte_perm(low01, low23, 0x5410), __byte_perm(low01, low23, 0x7632),
+    const uint32_t words_of_d[4] = {__byte_perm(low01, low23, 0x5410), __byte_perm(low01, low23, 0x7632),
                                       __byte_perm(high01, high23, 0x5410), __byte_perm(high01, high23, 0x7632)};
 #pragma unroll
-    for (int e = 0; e < 4; ++e) *reinterpret_cast<uint32_t*>(out + (4 * w + e) * columns) = columns_of_d[e];
+    for (int e = 0; e < 4; ++e) *reinterpret_cast<uint32_t*>(out + (4 * w + e) * columns) = words_of_d[e];
   }
 }
 

@@ -10,6 +10,9 @@
   the kernels read the layout, so no copy);
 - grouped-query attention (enable_gqa, 2 and 8 query heads a K/V head): O and gradients against PyTorch flash's;
 - our FP8 kernel's V^T (fp8_value_layout) of contiguous, transposed and unaligned views against the permutation;
+- our FP8 kernel against the emulator (bitexact.attention, its presets) where the arithmetic is at its edges:
+  NaN bytes in Q, K and V (the standard kernel's P-bar as an exponent add, p_exponent_of), and descales large
+  enough that P overflows (the FMUL again);
 - a model's attention layer (packed QKV projection, the swap, the output projection) eager, under
   torch.compile(fullgraph=True) and captured in a CUDA graph: the weights' gradients against PyTorch flash's;
 - bad input refused with one line.
@@ -282,6 +285,45 @@ for b, h, n, d in ((2, 3, 1000, 128), (1, 2, 257, 64), (2, 2, 4096, 128)):
         bad = int((got != expected).sum())
         check(f"fp8_value_layout of V {name} (B {b}, H {h}, N {n}, d {d}) = the permutation", bad == 0,
               f"{expected.numel()} bytes, mismatches {bad}")
+
+# Our FP8 kernel at its arithmetic's edges, against the emulator bit for bit (O and L as bit patterns, NaN too):
+# NaN bytes in Q, K and V, where the standard kernel's P-bar is P's bits plus 8 << 23 and a NaN P's P-bar -0
+# (its row NaN all the same), and descales of 64 on Q and K with rows of 448, whose scores make P overflow
+# to inf (|scale_log2| 448^2 d past 2^29: the FMUL).
+import numpy as np  # noqa: E402
+
+import bitexact  # noqa: E402 (the emulator, from the same install)
+
+presets = {(0, False, False): "bitexact_flash_fp8_sm90", (1, False, False): "bitexact_flash_fp8_sm90_stabilized",
+           (2, False, False): "bitexact_flash_fp8_sm90_stabilized_across_blocks",
+           (0, True, False): "bitexact_flash_fp8_sm90_pv_fp32_add",
+           (0, True, True): "bitexact_flash_fp8_sm90_pv_fp32_add_p_bar_sum"}
+for edge in ("NaN bytes", "P overflows"):
+    b, h, n, d = 1, 2, 300, 64
+    q8, k8, v8 = (torch.randn(b, h, n, d, device="cuda", generator=generator).to(torch.float8_e4m3fn)
+                  for _ in range(3))
+    descale = 1.0
+    if edge == "NaN bytes":
+        for t, every in ((q8, 997), (k8, 1301), (v8, 1709)):
+            t.view(torch.uint8).view(-1)[::every] = 0x7F
+    else:
+        descale = 64.0
+        for t in (q8, k8):  # every 7th row all 448: |m c| about 2^33, so x reaches hundreds
+            t.view(torch.uint8)[..., ::7, :] = 0x7E
+    for causal in (False, True):
+        for (rule, pv_fp32_add, p_bar_sum), preset in presets.items():
+            o, lse, _, _ = bitexact_torch.flash_forward_fp8(q8, k8, v8, causal, d ** -0.5, descale, descale, 1.0, 256.0,
+                                                             1.0 / 256, 1.0, rule, 2.0, 1e-3, False, pv_fp32_add,
+                                                             p_bar_sum)
+            want_o, want_lse = bitexact.attention(*(t.view(torch.uint8).cpu().numpy() for t in (q8, k8, v8)),
+                                                  preset=preset, causal=causal, scale=d ** -0.5, descale_q=descale,
+                                                  descale_k=descale, scale_s=256.0, descale_s=1.0 / 256)
+            got_o = o.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
+            got_lse = lse.view(torch.int32).cpu().numpy().view(np.uint32)
+            bad = int((got_o != want_o).sum()) + int((got_lse != want_lse.view(np.uint32)).sum())
+            check(f"fp8 {preset}, {edge}, {'causal' if causal else 'not causal'}: O and L = the emulator's",
+                  bad == 0, f"{got_o.size + got_lse.size} compared, {bad} differ; the emulator's O has "
+                            f"{int(((want_o & 0x7FFF) > 0x7F80).sum())} NaN, its L {int(np.isinf(want_lse.view(np.float32)).sum())} inf")
 
 # Bad input: one line each, never a result.
 q = torch.randn(1, 2, 64, 64, device="cuda", dtype=torch.bfloat16)

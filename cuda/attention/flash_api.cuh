@@ -28,13 +28,12 @@ inline tensor_strides device_strides(const call_strides& s, int batch, int heads
 // kernel adds to P's bits (0: the FMUL). The same P-bar for every P in [0,
 // 2^(128 - k)): a normal P times 2^k is exact either way, and +0 lands below
 // 2^-118, e4m3's +0 after the conversion as 0 * 2^k is. Taken under the
-// standard rule only, where P = ex2(RN(s c - RN(m c))) with s <= m (c the
-// scores' scale in log2 units) exceeds 1 by the rounding of m c at most:
-// below 2^32 while |m c| <= 2^29, which e4m3 operands' largest scores (448^2
-// d) keep while |c| 448^2 d <= 2^29. The stabilized rules' P (above 1 under
-// a negative max), the p_bar_sum variant's l of P-bar, and a NaN P (whose
-// P-bar is then no NaN, but whose row finish_rows makes NaN, as the NaN sum
-// did through P-bar) are why the other cases keep the FMUL.
+// standard rule only, where P = ex2(x), x = RN(s c - RN(m c)) with s <= m (c
+// the scores' scale in log2 units), has x at most half an ulp of m c: x <= 32
+// while |m c| <= 2^29, which e4m3 operands' largest scores (448^2 d) keep
+// while |c| 448^2 d <= 2^29. A NaN P's P-bar is -0 instead of NaN; its row
+// is NaN all the same (finish_rows). The stabilized rules (P above 1 under a
+// negative max) and the p_bar_sum variant (l of P-bar) keep the FMUL.
 inline int p_exponent_of(const call& c, float scale_log2) {
   if (!c.fp8 || c.stabilize != 0 || c.p_bar_sum ||
       std::fabs(static_cast<double>(scale_log2)) * 448.0 * 448.0 * c.head_dim > 0x1p29)

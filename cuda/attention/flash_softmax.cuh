@@ -358,8 +358,8 @@ template <int D, int BN, bool Count>
 __device__ __forceinline__ void p_fragment_e4m3(uint32_t (&pa)[4], row_state<D, 1>& rs, const float (&s)[BN / 8][4],
                                                 int kk, float p_scale, int p_exponent) {
   // RN(P * p_scale), or P's bits plus p_exponent where that is the same P-bar
-  // (flash_api.cuh, p_exponent_of): an ALU add, which measured 1-2.5% faster
-  // than the FMUL (docs/performance.md). One branch around the packing: a
+  // (flash_api.cuh, p_exponent_of): an ALU add, which measured 1-4% faster
+  // on the call than the FMUL (docs/performance.md). One branch around the packing: a
   // choice per P compiled to both instructions, predicated.
   const auto pack = [&](auto scaled) {
 #pragma unroll
@@ -455,11 +455,12 @@ __device__ __forceinline__ void finish_rows(const row_state<D, Slabs>& rs, const
       if constexpr (DescaledSum) sum = __fmul_rn(sum, p.p_descale);
       const bool degenerate = sum == 0.f || sum != sum;
       float inverse = degenerate ? 1.f : __frcp_rn(sum);
-      // A NaN sum (FA2's inverse 1) comes from a NaN P or alpha, either of
-      // which has made O's row NaN through P-bar or the rescale; the row is
-      // made NaN here directly, so that P-bar's bits for a NaN P do not
-      // matter (p_exponent_of).
-      if constexpr (ScaledO) inverse = sum != sum ? __int_as_float(0x7fffffff) : __fmul_rn(inverse, p.o_scale);
+      // Where P-bar is P's bits plus p_exponent, P stays below 2^32 and a NaN
+      // sum (FA2's inverse 1) comes from a NaN P, whose P-bar made O's row
+      // NaN through P V; the row is made NaN here directly, as the add gives
+      // such a P another P-bar (p_exponent_of).
+      if constexpr (ScaledO)
+        inverse = p.p_exponent && sum != sum ? __int_as_float(0x7fffffff) : __fmul_rn(inverse, p.o_scale);
       const int row = first_row[slab] + g + 8 * h;
       int ones = 0;
       if constexpr (Count) ones = quad_count(rs.p_bar_ones[slab][h]);

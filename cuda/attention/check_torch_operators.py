@@ -269,7 +269,8 @@ for heads_kv in (16, 4):
 # the transposed [B, N, H, d] view, and rows one byte apart (no 16-byte alignment), N past the last 32 keys.
 position = torch.arange(32, device="cuda")
 permuted = 16 * (position // 16) + 8 * (position // 2 % 2) + 2 * (position // 4 % 4) + position % 2
-for b, h, n, d in ((2, 3, 1000, 128), (1, 2, 257, 64), (2, 2, 4096, 128)):
+for b, h, n, d in ((2, 3, 1000, 128), (1, 2, 257, 64), (2, 2, 4096, 128), (1, 1, 1, 16), (1, 2, 33, 48),
+                   (3, 5, 777, 80), (1, 16, 16384, 128)):
     bytes_ = torch.randint(0, 256, (b, h, n, d), device="cuda", dtype=torch.uint8, generator=generator)
     columns = (n + 31) // 32 * 32
     padded = torch.zeros(b, h, columns, d, device="cuda", dtype=torch.uint8)

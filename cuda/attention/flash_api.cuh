@@ -36,7 +36,7 @@ inline tensor_strides device_strides(const call_strides& s, int batch, int heads
 // negative max) and the p_bar_sum variant (l of P-bar) keep the FMUL.
 inline int p_exponent_of(const call& c, float scale_log2) {
   if (!c.fp8 || c.stabilize != 0 || c.p_bar_sum ||
-      std::fabs(static_cast<double>(scale_log2)) * 448.0 * 448.0 * c.head_dim > 0x1p29)
+      std::fabs(static_cast<double>(scale_log2)) * e4m3_largest * e4m3_largest * c.head_dim > 0x1p29)
     return 0;
   for (int k = 1; k <= 8; ++k)
     if (c.fp8->scale_s == static_cast<float>(1 << k)) return k << 23;

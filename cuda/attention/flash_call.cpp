@@ -40,7 +40,7 @@ const char* call_refusal(const call& c) {
     const fp8_scales& s = *c.fp8;
     for (const float x : {s.descale_q, s.descale_k, s.descale_v, s.descale_s, s.scale_s, s.scale_o})
       if (!(x > 0.f && std::isfinite(x))) return "every fp8 scale must be positive and finite";
-    if (s.scale_s > 448.f) return "scale_s above 448 saturates the row max's P-bar (e4m3's largest finite value)";
+    if (s.scale_s > e4m3_largest) return "scale_s above 448 saturates the row max's P-bar (e4m3's largest finite value)";
   }
   if (c.stabilize < 0 || c.stabilize > 2) return "stabilize must be 0, 1 or 2";
   // The tie test looks at each row's second largest score only, exact for a positive finite scale.

@@ -53,6 +53,10 @@ struct fp8_scales {
   float descale_q = 1.f, descale_k = 1.f, descale_v = 1.f, descale_s = 1.f, scale_s = 1.f, scale_o = 1.f;
 };
 
+// e4m3's largest finite value: the row max's P-bar saturates above it, and
+// it bounds the scores of e4m3 operands.
+constexpr float e4m3_largest = 448.f;
+
 // V^T's keys a head: key_rows rounded up to the permutation's 32.
 constexpr int fp8_key_columns(int key_rows) { return (key_rows + 31) / 32 * 32; }
 
